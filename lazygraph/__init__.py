@@ -1,0 +1,71 @@
+"""lazygraph: NumPy-style arrays that record a graph and run it at evaluation points.
+
+    import lazygraph as lg
+    x = lg.asarray(np.arange(12.0).reshape(3, 4))
+    v = x[1:, ::2]; v += 1             # a view and an in-place write, recorded
+    y = lg.tanh(x @ x.T) * 2           # nothing computed yet
+    print(y.numpy(), float(x.sum()))   # evaluation points
+"""
+
+from __future__ import annotations
+
+import math as _math
+
+import numpy as _np
+
+from lazygraph import methods as _methods  # noqa: F401  (installs Array operators)
+from lazygraph import random
+from lazygraph.api import *  # noqa: F403
+from lazygraph.api import eval, explain, to_dot  # noqa: F401
+from lazygraph.array import Array
+from lazygraph.creation import (  # noqa: F401
+    arange,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from lazygraph.executor import EvaluationError  # noqa: F401
+from lazygraph.shape import (  # noqa: F401
+    array,
+    asarray,
+    broadcast_arrays,
+    broadcast_to,
+    concat,
+    concatenate,
+    copy,
+    expand_dims,
+    flatten,
+    flip,
+    matrix_transpose,
+    moveaxis,
+    pad,
+    permute_dims,
+    ravel,
+    reshape,
+    split,
+    squeeze,
+    stack,
+    swapaxes,
+    transpose,
+)
+
+__version__ = "0.1.0"
+
+bool_ = _np.bool_
+bool = _np.bool_  # noqa: A001 - array API dtype name
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+complex64, complex128 = _np.complex64, _np.complex128
+dtype = _np.dtype
+finfo, iinfo = _np.finfo, _np.iinfo
+can_cast = _np.can_cast
+newaxis = None
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan

@@ -1,0 +1,323 @@
+"""The lazy `Array`, its storage, and recording.
+
+An `Array` is a window (`View`) onto a `Storage`; the storage holds the node that is the
+current value of the whole buffer. Views share a storage, exactly like NumPy views share
+memory. A write (in-place operator, `a[i] = v`, `out=`) records a new node for the whole
+buffer and points the storage at it, so every array aliasing that memory sees the write
+while everything recorded earlier keeps referring to the old node.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from lazygraph import executor
+from ops.base import REGISTRY, fmt_shape
+from ops.creation import BUFFER, SCALAR
+from ops.node import Node
+from ops.views import View, contiguous, is_identity, materialize
+
+VIEW = REGISTRY["view"]
+ASSIGN = REGISTRY["assign"]
+
+
+class Storage:
+    """The buffer several views share; `node` is its current value."""
+
+    __slots__ = ("node", "__weakref__")
+
+    def __init__(self, node: Node) -> None:
+        node.users += 1
+        self.node = node
+
+    def set(self, node: Node) -> None:
+        """Record that the buffer now holds `node`'s value."""
+        node.users += 1
+        self.node.users -= 1
+        self.node = node
+
+    def __del__(self) -> None:
+        try:
+            self.node.users -= 1
+        except AttributeError:  # interpreter shutdown
+            pass
+
+
+def constant(value: Any, dtype: Any = None) -> Node:
+    """A leaf holding a private, read-only copy of a NumPy-convertible value."""
+    arr = np.array(value, dtype=dtype, copy=True, order="C")
+    if arr.dtype == object:
+        raise TypeError(f"asarray: cannot convert {type(value).__name__} to a numeric array")
+    arr.flags.writeable = False
+    return Node(BUFFER, (), {}, arr.shape, arr.dtype, buffer=arr)
+
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def as_node(x: Any, op: str) -> Node:
+    """Operand to node: arrays as they are, Python scalars as weak scalars, else a constant."""
+    if isinstance(x, Array):
+        return x.node
+    if type(x) in _PY_SCALARS:
+        return Node(SCALAR, (), {}, (), np.asarray(x).dtype, buffer=x)
+    if isinstance(x, (np.ndarray, np.generic, list, tuple)):
+        return constant(x)
+    if isinstance(x, numbers.Number):
+        return constant(x)
+    raise TypeError(f"{op}: unsupported operand type {type(x).__name__!r}")
+
+
+def record(op: str, *operands: Any, **attrs: Any) -> Array:
+    """Record `op` applied to operands; shape and dtype are checked now, not at evaluation."""
+    opdef = REGISTRY[op]
+    nodes = tuple(as_node(x, op) for x in operands)
+    if nodes and all(n.op is SCALAR for n in nodes):
+        # NumPy treats all-scalar operations as on default-dtype arrays.
+        nodes = tuple(constant(n.buffer) for n in nodes)
+    shape, dtype, attrs = opdef.infer(nodes, attrs)
+    return Array(Storage(Node(opdef, nodes, attrs, shape, dtype)))
+
+
+def from_node(node: Node) -> Array:
+    """A fresh array holding `node`."""
+    return Array(Storage(node))
+
+
+class Array:
+    """A lazily evaluated n-dimensional array with NumPy semantics."""
+
+    __slots__ = ("_storage", "_view", "_readonly", "_vnode", "_vbase", "__weakref__")
+    __array_priority__ = 1000.0
+    __hash__ = None  # like ndarray: == is elementwise
+
+    def __init__(self, storage: Storage, view: View | None = None, readonly: bool = False) -> None:
+        if view is not None and is_identity(view, storage.node.shape):
+            view = None
+        self._storage = storage
+        self._view = view
+        self._readonly = readonly
+        self._vnode: Node | None = None
+        self._vbase: Node | None = None
+
+    # -- structure known at record time ------------------------------------------------
+
+    @property
+    def node(self) -> Node:
+        """The node computing this array's current value."""
+        base = self._storage.node
+        view = self._view
+        if view is None:
+            return base
+        if self._vbase is not base:
+            if base.buffer is not None:
+                # Views of evaluated buffers cost nothing: realize them immediately.
+                buf = materialize(base.buffer, view)
+                node = Node(BUFFER, (), {}, view.shape, base.dtype, buffer=buf)
+            else:
+                node = Node(VIEW, (base,), {"view": view}, view.shape, base.dtype)
+            self._vnode, self._vbase = node, base
+        return self._vnode
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Dimensions."""
+        return self._view.shape if self._view is not None else self._storage.node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Element type."""
+        return self._storage.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def device(self) -> str:
+        """Where the array lives (the CPU for now)."""
+        return "cpu"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def view_of(self) -> View:
+        """This array's window onto its storage."""
+        return self._view if self._view is not None else contiguous(self._storage.node.shape)
+
+    def _derive(self, view: View, readonly: bool = False) -> Array:
+        return Array(self._storage, view, self._readonly or readonly)
+
+    # -- evaluation points -------------------------------------------------------------
+
+    def _value(self) -> np.ndarray:
+        node = self.node
+        if node.buffer is None:
+            executor.evaluate([node])
+        return np.asarray(node.buffer)
+
+    def numpy(self) -> np.ndarray:
+        """Evaluate; the result is a read-only NumPy array (copy it to modify)."""
+        return self._value()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        value = self._value()
+        if copy:
+            return np.array(value, dtype=dtype, copy=True)
+        if copy is False and dtype is not None and np.dtype(dtype) != value.dtype:
+            raise ValueError("Unable to avoid copy while creating an array as requested.")
+        return value if dtype is None else value.astype(dtype, copy=False)
+
+    def item(self, *args: Any) -> Any:
+        """Evaluate and return one element as a Python scalar."""
+        return self._value().item(*args)
+
+    def tolist(self) -> Any:
+        """Evaluate and return nested Python lists."""
+        return self._value().tolist()
+
+    def _scalar(self, kind: str) -> np.ndarray:
+        if self.size != 1:
+            raise TypeError(f"only size-1 arrays can be converted to Python scalars (shape {fmt_shape(self.shape)})")
+        return self._value()
+
+    def __float__(self) -> float:
+        return float(self._scalar("float").reshape(()))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int").reshape(()))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex").reshape(()))
+
+    def __index__(self) -> int:
+        if self.ndim != 0 or self.dtype.kind not in "iub":
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return int(self._value())
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(
+                f"The truth value of an array with more than one element is ambiguous "
+                f"(shape {fmt_shape(self.shape)}). Use a.any() or a.all()"
+            )
+        return bool(self._value().reshape(()))
+
+    def __iter__(self) -> Iterator[Array]:
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        self._value()  # iteration is an evaluation point; the rows are then free views
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        text = np.array2string(self._value(), separator=", ", prefix="Array(")
+        return f"Array({text}, dtype={self.dtype})"
+
+    def __str__(self) -> str:
+        return str(self._value())
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0:
+            return format(self._value().item(), spec)
+        return format(str(self), spec)
+
+    # -- memory transactions ------------------------------------------------------------
+
+    def _write(self, value: Any, index: tuple | None = None, idx_nodes: tuple = (), op: str = "setitem") -> None:
+        """Write `value` into this array's region (optionally indexed) of its storage."""
+        if self._readonly:
+            raise ValueError(f"{op}: assignment destination is read-only (a broadcast view)")
+        base = self._storage.node
+        vnode = as_node(value, op)
+        if self._view is None and index is None and vnode.shape == base.shape and vnode.op is not SCALAR:
+            if vnode.dtype != base.dtype:
+                vnode = record("astype", from_node(vnode), dtype=base.dtype).node
+            self._storage.set(vnode)
+            return
+        attrs = {"view": self._view, "index": index}
+        shape, dtype, attrs = ASSIGN.infer((base, vnode, *idx_nodes), attrs)
+        self._storage.set(Node(ASSIGN, (base, vnode, *idx_nodes), attrs, shape, dtype))
+
+    def _inplace(self, op: str, other: Any) -> Array:
+        result = record(op, self, other)
+        if result.shape != self.shape:
+            raise ValueError(
+                f"{op}: non-broadcastable output operand with shape {fmt_shape(self.shape)} "
+                f"doesn't match the broadcast shape {fmt_shape(result.shape)}"
+            )
+        if not np.can_cast(result.dtype, self.dtype, "same_kind"):
+            raise TypeError(
+                f"{op}: cannot cast output from {result.dtype} to {self.dtype} "
+                f"with casting rule 'same_kind' (in-place operation on a {self.dtype} array)"
+            )
+        self._write(result, op=op)
+        return self
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from lazygraph.indexing import parse_index
+
+        basic, template, operands = parse_index(self, key, "setitem")
+        if template is None:
+            self._derive(basic)._write(value)
+        else:
+            self._write(value, template, tuple(as_node(o, "setitem") for o in operands))
+
+    def __getitem__(self, key: Any) -> Array:
+        from lazygraph.indexing import parse_index
+
+        basic, template, operands = parse_index(self, key, "getitem")
+        if template is None:
+            return self._derive(basic)
+        return record("gather", self, *operands, index=template)
+
+    # -- numpy interoperability ---------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from lazygraph import api
+
+        name = api.UFUNC_NAMES.get(ufunc)
+        if name is None or method != "__call__":
+            return NotImplemented
+        out = kwargs.pop("out", None)
+        if kwargs:
+            return NotImplemented
+        result = getattr(api, name)(*inputs)
+        if out is not None:
+            (target,) = out
+            if not isinstance(target, Array):
+                return NotImplemented
+            target[...] = result
+            return target
+        return result
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        from lazygraph import api
+
+        impl = getattr(api, func.__name__, None)
+        if impl is None or not callable(impl):
+            return NotImplemented
+        return impl(*args, **kwargs)
+

@@ -1,0 +1,75 @@
+"""Creation functions: zeros, ones, full, empty, arange, linspace, eye and *_like."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lazygraph.api import check_device
+from lazygraph.array import Array, record
+from lazygraph.shape import _arr
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """An array of `shape` filled with `fill_value`."""
+    check_device(device)
+    if isinstance(fill_value, Array):
+        raise TypeError("full: fill_value must be a Python or NumPy scalar, not a lazy Array")
+    return record("full", shape=shape, fill_value=fill_value, dtype=dtype)
+
+
+def zeros(shape: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """An array of zeros (float64 by default)."""
+    return full(shape, 0, np.float64 if dtype is None else dtype, device)
+
+
+def ones(shape: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """An array of ones (float64 by default)."""
+    return full(shape, 1, np.float64 if dtype is None else dtype, device)
+
+
+def empty(shape: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """An array whose values must not be relied on (lazygraph gives zeros)."""
+    return zeros(shape, dtype, device)
+
+
+def full_like(x: Any, fill_value: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """Like full, with x's shape and (by default) dtype."""
+    x = _arr(x)
+    return full(x.shape, fill_value, x.dtype if dtype is None else dtype, device)
+
+
+def zeros_like(x: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """Zeros with x's shape and dtype."""
+    return full_like(x, 0, dtype, device)
+
+
+def ones_like(x: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """Ones with x's shape and dtype."""
+    return full_like(x, 1, dtype, device)
+
+
+def empty_like(x: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """Uninitialised-by-contract array with x's shape and dtype (zeros here)."""
+    return full_like(x, 0, dtype, device)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str | None = None) -> Array:
+    """Evenly spaced values in [start, stop)."""
+    check_device(device)
+    if stop is None:
+        start, stop = 0, start
+    return record("arange", start=start, stop=stop, step=step, dtype=dtype)
+
+
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None, device: str | None = None) -> Array:
+    """`num` evenly spaced samples from start to stop."""
+    check_device(device)
+    return record("linspace", start=start, stop=stop, num=num, endpoint=endpoint, dtype=dtype)
+
+
+def eye(n_rows: int, n_cols: int | None = None, k: int = 0, dtype: Any = None, device: str | None = None) -> Array:
+    """Ones on the k-th diagonal."""
+    check_device(device)
+    return record("eye", n=n_rows, m=n_cols, k=k, dtype=dtype)

@@ -1,0 +1,107 @@
+"""What users see of the machinery: LAZYGRAPH_DEBUG logging, `explain`, `to_dot`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ops.node import Node
+
+_stats = {"evaluations": 0, "kernels": 0}
+
+
+def level() -> int:
+    """Current LAZYGRAPH_DEBUG level (0 = quiet)."""
+    try:
+        return int(os.environ.get("LAZYGRAPH_DEBUG", "0") or 0)
+    except ValueError:
+        return 1
+
+
+def log(msg: str, at: int = 1) -> None:
+    """Write one line to stderr when the debug level is at least `at`."""
+    if level() >= at:
+        print(f"[lazygraph] {msg}", file=sys.stderr)
+
+
+def log_evaluation(roots: Sequence[Node], kernels: int, seconds: float) -> None:
+    """One line per evaluation at level 1; the executed graph at level 3."""
+    _stats["evaluations"] += 1
+    _stats["kernels"] += kernels
+    lv = level()
+    if lv >= 1:
+        outs = ", ".join(f"{r.dtype}{list(r.shape)}" for r in roots)
+        log(
+            f"eval #{_stats['evaluations']}: {kernels} nodes run in {seconds * 1e3:.3f} ms -> {outs}"
+        )
+
+
+def evaluation_stats() -> dict[str, int]:
+    """Totals since start: evaluations run and kernels executed."""
+    return dict(_stats)
+
+
+def _attr_str(v: Any) -> str:
+    if hasattr(v, "_asdict"):
+        return "(" + ", ".join(f"{k}={w}" for k, w in v._asdict().items()) + ")"
+    return repr(v)
+
+
+def graph_lines(roots: Sequence[Node]) -> list[str]:
+    """Readable listing, one node per line, inputs first: `%3 = add(%1, %2) : float32[3,4]`."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for root in roots:
+        stack = [(root, iter(root.inputs))]
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        while stack:
+            node, it = stack[-1]
+            for c in it:
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    stack.append((c, iter(c.inputs)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    names = {id(n): f"%{i}" for i, n in enumerate(order)}
+    lines = []
+    for n in order:
+        ty = f"{n.dtype}[{','.join(map(str, n.shape))}]"
+        if n.op.name == "scalar":
+            body = f"scalar {n.buffer!r}"
+        elif n.op.name == "buffer":
+            body = "buffer"
+        else:
+            args = [names[id(c)] for c in n.inputs]
+            args += [f"{k}={_attr_str(v)}" for k, v in n.attrs.items()]
+            body = f"{n.op.name}({', '.join(args)})"
+        lines.append(f"{names[id(n)]} = {body} : {ty}")
+    outs = ", ".join(names[id(r)] for r in roots)
+    lines.append(f"return {outs}")
+    return lines
+
+
+def dot_source(roots: Sequence[Node]) -> str:
+    """Graphviz source for the graph computing `roots`."""
+    lines = graph_lines(roots)
+    out = ["digraph lazygraph {", "  node [shape=box, fontname=monospace];"]
+    edges = []
+    for line in lines[:-1]:
+        name, rest = line.split(" = ", 1)
+        nid = name[1:]
+        label = rest.replace('"', '\\"')
+        out.append(f'  n{nid} [label="{name}: {label}"];')
+        if "(" in rest:
+            inner = rest[rest.index("(") + 1 :]
+            for tok in inner.replace(")", ",").split(","):
+                tok = tok.strip()
+                if tok.startswith("%") and tok[1:].isdigit():
+                    edges.append(f"  n{tok[1:]} -> n{nid};")
+    out.extend(edges)
+    out.append("}")
+    return "\n".join(out)

@@ -1,0 +1,145 @@
+"""Index parsing: NumPy's rules for basic (view) and advanced (gather) indexing.
+
+Everything that can be checked without data is checked here, at the user's line:
+too many indices, out-of-range integers, boolean mask shapes, non-integer index arrays.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ops.base import fmt_shape
+from ops.views import View, slice_view
+
+if TYPE_CHECKING:
+    from lazygraph.array import Array
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_array_like(x: Any) -> bool:
+    from lazygraph.array import Array
+
+    return isinstance(x, (Array, np.ndarray, list, bool, np.bool_))
+
+
+def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | None, list]:
+    """(view, None, []) for basic indexing, or (None, template, index operands) for a gather."""
+    from lazygraph.array import Array
+
+    items = key if isinstance(key, tuple) else (key,)
+    shape = arr.shape
+    consumed = 0
+    ellipses = 0
+    for it in items:
+        if it is None:
+            continue
+        if it is Ellipsis:
+            ellipses += 1
+        elif isinstance(it, (Array, np.ndarray)) and it.dtype == np.bool_:
+            consumed += it.ndim
+        elif isinstance(it, list) and np.asarray(it).dtype == np.bool_:
+            consumed += np.asarray(it).ndim
+        else:
+            consumed += 1
+    if ellipses > 1:
+        raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
+    if consumed > len(shape):
+        raise IndexError(
+            f"{op}: too many indices for array: array is {len(shape)}-dimensional, "
+            f"but {consumed} were indexed (shape {fmt_shape(shape)})"
+        )
+    expanded: list[Any] = []
+    for it in items:
+        if it is Ellipsis:
+            expanded.extend([slice(None)] * (len(shape) - consumed))
+        else:
+            expanded.append(it)
+
+    if not any(_is_array_like(it) for it in expanded):
+        basic: list[Any] = []
+        dim = 0
+        for it in expanded:
+            if it is None:
+                basic.append(None)
+                continue
+            if isinstance(it, slice):
+                for part in (it.start, it.stop, it.step):
+                    if part is not None and not _is_int(part):
+                        raise IndexError(f"{op}: slice indices must be integers or None, got {part!r}")
+                if it.step == 0:
+                    raise ValueError(f"{op}: slice step cannot be zero")
+                basic.append(it)
+            else:
+                basic.append(_check_int(it, shape[dim], dim, op))
+            dim += 1
+        return slice_view(arr.view_of(), tuple(basic)), None, []
+
+    template: list[tuple] = []
+    operands: list[Any] = []
+    dim = 0
+    for it in expanded:
+        if it is None:
+            template.append(("n",))
+            continue
+        if isinstance(it, slice):
+            if it.step == 0:
+                raise ValueError(f"{op}: slice step cannot be zero")
+            template.append(("s", it.start, it.stop, it.step))
+            dim += 1
+        elif _is_int(it):
+            template.append(("i", _check_int(it, shape[dim], dim, op)))
+            dim += 1
+        else:
+            for idx in _index_arrays(it, shape, dim, op):
+                template.append(("a", len(operands)))
+                operands.append(idx)
+                dim += 1
+    return None, tuple(template), operands
+
+
+def _check_int(i: Any, n: int, dim: int, op: str) -> int:
+    i = operator.index(i)
+    if not -n <= i < n:
+        raise IndexError(f"{op}: index {i} is out of bounds for axis {dim} with size {n}")
+    return i % n
+
+
+def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str) -> list[Any]:
+    """One advanced index item as integer index operands (boolean masks become nonzero())."""
+    from lazygraph.array import Array
+
+    if isinstance(it, (bool, np.bool_)):
+        raise IndexError(f"{op}: boolean scalar indices are not supported; use a boolean array")
+    if isinstance(it, Array):
+        if it.dtype == np.bool_:
+            # The result's shape depends on the mask's values: evaluate it here.
+            it = it.numpy()
+        elif it.dtype.kind not in "iu":
+            raise IndexError(f"{op}: arrays used as indices must be of integer or boolean type, got {it.dtype}")
+        else:
+            return [it]
+    arr = np.asarray(it)
+    if arr.dtype == np.bool_:
+        mask_shape = shape[dim : dim + arr.ndim]
+        for k, (a, b) in enumerate(zip(arr.shape, mask_shape)):
+            if a != b:
+                raise IndexError(
+                    f"{op}: boolean index did not match indexed array along axis {dim + k}; "
+                    f"size of axis is {b} but size of corresponding boolean axis is {a}"
+                )
+        return [np.ascontiguousarray(x) for x in np.nonzero(arr)]
+    if arr.size == 0 and arr.dtype.kind == "f":
+        arr = arr.astype(np.intp)
+    if arr.dtype.kind not in "iu":
+        raise IndexError(f"{op}: arrays used as indices must be of integer or boolean type, got {arr.dtype}")
+    n = shape[dim]
+    if arr.size and (arr.max() >= n or arr.min() < -n):
+        bad = arr.max() if arr.max() >= n else arr.min()
+        raise IndexError(f"{op}: index {bad} is out of bounds for axis {dim} with size {n}")
+    return [arr]

@@ -1,0 +1,102 @@
+"""Operators and methods of `Array`: the NumPy spellings users reach for (`a + b`, `x.sum()`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lazygraph import api, shape
+from lazygraph.array import Array, record
+
+_BINARY_DUNDERS = {
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "truediv": "divide",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "pow": "pow",
+    "matmul": "matmul",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+_COMPARISONS = {
+    "eq": "equal",
+    "ne": "not_equal",
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
+}
+_UNARY_DUNDERS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "bitwise_invert"}
+
+
+def _forward(op: str):
+    def method(self: Array, other: Any) -> Array:
+        return record(op, self, other)
+
+    return method
+
+
+def _reflected(op: str):
+    def method(self: Array, other: Any) -> Array:
+        return record(op, other, self)
+
+    return method
+
+
+def _inplace(op: str):
+    def method(self: Array, other: Any) -> Array:
+        return self._inplace(op, other)
+
+    return method
+
+
+def _unary(op: str):
+    def method(self: Array) -> Array:
+        return record(op, self)
+
+    return method
+
+
+def _install() -> None:
+    for dunder, op in _BINARY_DUNDERS.items():
+        setattr(Array, f"__{dunder}__", _forward(op))
+        setattr(Array, f"__r{dunder}__", _reflected(op))
+        setattr(Array, f"__i{dunder}__", _inplace(op))
+    for dunder, op in _COMPARISONS.items():
+        setattr(Array, f"__{dunder}__", _forward(op))
+    for dunder, op in _UNARY_DUNDERS.items():
+        setattr(Array, f"__{dunder}__", _unary(op))
+
+    def _reshape(self: Array, *new_shape: Any, copy: bool | None = None) -> Array:
+        """New shape (a view when possible); accepts a tuple or separate ints."""
+        if len(new_shape) == 1 and not isinstance(new_shape[0], int):
+            new_shape = new_shape[0]
+        return shape.reshape(self, new_shape, copy=copy)
+
+    def _transpose(self: Array, *axes: Any) -> Array:
+        """Permute axes (reverse when none given); accepts a tuple or separate ints."""
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return shape.permute_dims(self, axes or None)
+
+    Array.reshape = _reshape
+    Array.transpose = _transpose
+    Array.permute = _transpose
+    Array.T = property(lambda self: shape.permute_dims(self), doc="Axes reversed (a view).")
+    Array.mT = property(shape.matrix_transpose, doc="Last two axes swapped (a view).")
+    for name in (
+        "sum", "prod", "mean", "var", "std", "max", "min", "any", "all", "argmax", "argmin",
+        "cumsum", "cumprod", "astype", "round", "clip", "dot",
+    ):
+        setattr(Array, name, getattr(api, name))
+    for name in ("swapaxes", "flatten", "ravel", "squeeze", "copy", "flip"):
+        setattr(Array, name, getattr(shape, name))
+    Array.__copy__ = shape.copy
+    Array.__deepcopy__ = lambda self, memo: shape.copy(self)
+
+
+_install()

@@ -1,0 +1,174 @@
+"""Operator definitions: the `Op` type, the registry, and the shared shape/dtype rules.
+
+An operator is defined once, as one `Op` instance: its name, how it validates and
+normalizes attributes and infers the output shape and dtype (`infer`), and its NumPy
+reference kernel (`kernel`). Later layers (gradients, JIT descriptions, z3 specs, costs)
+attach to the same instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ops.node import Node
+
+Shape = tuple[int, ...]
+
+REGISTRY: dict[str, Op] = {}
+
+
+class Op:
+    """Base operator: subclasses implement `infer` and `kernel`."""
+
+    #: coarse family used by printing, scheduling and later by fusion
+    kind = "other"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict) -> tuple[Shape, np.dtype, dict]:
+        """Validate inputs and attributes; return output shape, dtype and normalized attrs."""
+        raise NotImplementedError(f"{type(self).__name__} must define infer")
+
+    def kernel(self, *args: Any, **attrs: Any) -> Any:
+        """NumPy reference implementation: the meaning of the operator."""
+        raise NotImplementedError(f"{type(self).__name__} must define kernel")
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+def register(op: Op) -> Op:
+    """Add an operator to the registry (names are unique)."""
+    if op.name in REGISTRY:
+        raise ValueError(f"operator {op.name!r} is already registered")
+    REGISTRY[op.name] = op
+    return op
+
+
+# ---------------------------------------------------------------------------------------
+# Errors: raised while recording, so they point at the line the user wrote.
+
+
+def fmt_shape(shape: Sequence[int]) -> str:
+    """Shape as NumPy prints it."""
+    return "(" + ",".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def describe(nodes: Sequence[Node]) -> str:
+    """Shapes and dtypes of operands, for error messages."""
+    return ", ".join(f"{fmt_shape(n.shape)} {n.dtype}" for n in nodes)
+
+
+def shape_error(op: str, msg: str, nodes: Sequence[Node] = ()) -> ValueError:
+    """A ValueError naming the op and its operands' shapes."""
+    suffix = f" (operands: {describe(nodes)})" if nodes else ""
+    return ValueError(f"{op}: {msg}{suffix}")
+
+
+def type_error(op: str, msg: str, nodes: Sequence[Node] = ()) -> TypeError:
+    """A TypeError naming the op and its operands' dtypes."""
+    suffix = f" (operands: {describe(nodes)})" if nodes else ""
+    return TypeError(f"{op}: {msg}{suffix}")
+
+
+# ---------------------------------------------------------------------------------------
+# Shared rules.
+
+
+def is_weak_scalar(node: Node) -> bool:
+    """A Python scalar operand: its dtype yields to the other operands (NumPy 2, NEP 50)."""
+    return node.op.name == "scalar"
+
+
+def broadcast_shapes(op: str, nodes: Sequence[Node]) -> Shape:
+    """NumPy broadcasting of the operands' shapes, with an error naming the op."""
+    shapes = [n.shape for n in nodes]
+    if all(s == shapes[0] for s in shapes):
+        return shapes[0]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise shape_error(
+            op,
+            "operands could not be broadcast together with shapes "
+            + " ".join(fmt_shape(s) for s in shapes),
+        ) from None
+
+
+def normalize_axis(op: str, axis: int, ndim: int) -> int:
+    """A non-negative axis index, or an AxisError-like ValueError naming the op."""
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an integer, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(
+            f"{op}: axis {axis} is out of bounds for array of dimension {ndim}"
+        )
+    return int(axis) % ndim if ndim else 0
+
+
+def normalize_axes(op: str, axis: Any, ndim: int) -> tuple[int, ...]:
+    """Axis argument (None, int or tuple) as a sorted tuple of distinct non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (list, tuple)):
+        axes = tuple(normalize_axis(op, a, ndim) for a in axis)
+    else:
+        axes = (normalize_axis(op, axis, ndim),)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    return tuple(sorted(axes))
+
+
+def _example(node: Node) -> Any:
+    # Python scalars stay Python scalars so that NumPy applies its weak-scalar rules.
+    if is_weak_scalar(node):
+        return node.buffer
+    return np.zeros((1,) * node.ndim, dtype=node.dtype)
+
+
+_dtype_cache: dict[tuple, np.dtype] = {}
+
+
+def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: Any) -> np.dtype:
+    """Result dtype of `fn` under NumPy's own promotion rules, found on tiny stand-ins.
+
+    Running the reference function on one-element arrays (and the real Python scalars)
+    reproduces NumPy exactly, including value-based errors such as an int8 array plus
+    1000; results are cached per dtype signature when no Python int is involved.
+    """
+    sig = tuple(type(n.buffer) if is_weak_scalar(n) else n.dtype for n in inputs)
+    value_dependent = int in sig
+    key = (op, sig, tuple(sorted(kwargs.items())))
+    if not value_dependent:
+        try:
+            return _dtype_cache[key]
+        except (KeyError, TypeError):
+            pass
+    try:
+        with np.errstate(all="ignore"):
+            out = fn(*(_example(n) for n in inputs), **kwargs)
+    except TypeError as e:
+        names = ", ".join(s.__name__ if isinstance(s, type) else str(s) for s in sig)
+        raise type_error(op, f"not supported for input types ({names}): {e}", inputs) from None
+    except OverflowError as e:
+        raise OverflowError(f"{op}: {e} (operands: {describe(inputs)})") from None
+    except ValueError as e:
+        raise ValueError(f"{op}: {e} (operands: {describe(inputs)})") from None
+    dtype = np.asarray(out).dtype
+    if not value_dependent:
+        try:
+            _dtype_cache[key] = dtype
+        except TypeError:
+            pass
+    return dtype
+
+
+def reduced_shape(shape: Shape, axes: tuple[int, ...], keepdims: bool) -> Shape:
+    """Shape after reducing `axes`."""
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)

@@ -1,0 +1,133 @@
+"""Leaves and creation operators: held buffers, Python scalars, full, arange, linspace, eye."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from ops.base import Op, register
+from ops.node import Node
+
+
+class Leaf(Op):
+    """A value that is already known: a held buffer or a weak Python scalar."""
+
+    kind = "leaf"
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Leaves are built directly, never inferred."""
+        raise TypeError(f"{self.name}: leaves are created from values, not recorded")
+
+    def kernel(self) -> Any:
+        """Leaves always carry their value in Node.buffer."""
+        raise RuntimeError(f"{self.name}: a leaf has no kernel; its value is its buffer")
+
+
+def shape_arg(op: str, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in shape):
+        raise ValueError(f"{op}: negative dimensions are not allowed: {shape}")
+    return shape
+
+
+class Full(Op):
+    """An array filled with one value: zeros, ones, empty and full."""
+
+    kind = "creation"
+
+    def __init__(self) -> None:
+        super().__init__("full")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """dtype defaults to NumPy's choice for the fill value."""
+        shape = shape_arg("full", attrs["shape"])
+        value = attrs["fill_value"]
+        dtype = np.dtype(attrs["dtype"]) if attrs.get("dtype") is not None else np.asarray(value).dtype
+        return shape, dtype, {"shape": shape, "fill_value": value, "dtype": dtype}
+
+    def kernel(self, shape: tuple[int, ...], fill_value: Any, dtype: np.dtype) -> np.ndarray:
+        """np.full."""
+        return np.full(shape, fill_value, dtype=dtype)
+
+
+class Arange(Op):
+    """Evenly spaced values in [start, stop) with a step."""
+
+    kind = "creation"
+
+    def __init__(self) -> None:
+        super().__init__("arange")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Length ceil((stop - start) / step), as NumPy computes it."""
+        start, stop, step = attrs["start"], attrs["stop"], attrs["step"]
+        if step == 0:
+            raise ValueError("arange: step must not be zero")
+        n = max(math.ceil((stop - start) / step), 0)
+        dtype = attrs.get("dtype")
+        dtype = np.dtype(dtype) if dtype is not None else np.arange(start, start, step).dtype
+        return (n,), dtype, {"start": start, "stop": stop, "step": step, "dtype": dtype}
+
+    def kernel(self, start: Any, stop: Any, step: Any, dtype: np.dtype) -> np.ndarray:
+        """np.arange."""
+        return np.arange(start, stop, step, dtype=dtype)
+
+
+class Linspace(Op):
+    """`num` evenly spaced values from start to stop."""
+
+    kind = "creation"
+
+    def __init__(self) -> None:
+        super().__init__("linspace")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Shape (num,); float64 unless asked otherwise."""
+        num = operator.index(attrs["num"])
+        if num < 0:
+            raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+        out = dict(attrs, num=num)
+        dtype = attrs.get("dtype")
+        dtype = np.dtype(dtype) if dtype is not None else np.linspace(attrs["start"], attrs["stop"], 0).dtype
+        out["dtype"] = dtype
+        return (num,), dtype, out
+
+    def kernel(self, start: Any, stop: Any, num: int, endpoint: bool, dtype: np.dtype) -> np.ndarray:
+        """np.linspace."""
+        return np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype)
+
+
+class Eye(Op):
+    """Ones on the k-th diagonal of an n x m matrix."""
+
+    kind = "creation"
+
+    def __init__(self) -> None:
+        super().__init__("eye")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Shape (n, m)."""
+        n = operator.index(attrs["n"])
+        m = n if attrs.get("m") is None else operator.index(attrs["m"])
+        if n < 0 or m < 0:
+            raise ValueError(f"eye: negative dimensions are not allowed: ({n}, {m})")
+        dtype = np.dtype(attrs.get("dtype") or np.float64)
+        return (n, m), dtype, {"n": n, "m": m, "k": operator.index(attrs.get("k", 0)), "dtype": dtype}
+
+    def kernel(self, n: int, m: int, k: int, dtype: np.dtype) -> np.ndarray:
+        """np.eye."""
+        return np.eye(n, m, k, dtype=dtype)
+
+
+BUFFER = register(Leaf("buffer"))
+SCALAR = register(Leaf("scalar"))
+for _op in (Full(), Arange(), Linspace(), Eye()):
+    register(_op)

@@ -1,0 +1,136 @@
+"""Linear algebra: matmul with batch broadcasting and two-or-more operand einsum."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ops.base import Op, dtype_by_example, fmt_shape, register, shape_error
+from ops.node import Node
+
+
+def _result_dtype(*xs: Any) -> np.dtype:
+    return np.result_type(*xs)
+
+
+class MatMul(Op):
+    """`a @ b` with NumPy's 1-D promotion and broadcast batch dimensions."""
+
+    kind = "contraction"
+
+    def __init__(self) -> None:
+        super().__init__("matmul")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Batch-broadcast shape; inner dimensions must agree."""
+        a, b = inputs
+        for i, n in enumerate(inputs):
+            if n.ndim == 0:
+                raise shape_error("matmul", f"operand {i} is 0-d; matmul needs at least 1 dimension", inputs)
+        sa = (1,) + a.shape if a.ndim == 1 else a.shape
+        sb = b.shape + (1,) if b.ndim == 1 else b.shape
+        if sa[-1] != sb[-2]:
+            raise shape_error(
+                "matmul",
+                f"inner dimensions differ: {fmt_shape(a.shape)} @ {fmt_shape(b.shape)} "
+                f"({sa[-1]} != {sb[-2]})",
+            )
+        try:
+            batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+        except ValueError:
+            raise shape_error(
+                "matmul",
+                f"batch dimensions {fmt_shape(sa[:-2])} and {fmt_shape(sb[:-2])} do not broadcast",
+            ) from None
+        shape = batch + (sa[-2],) * (a.ndim > 1) + (sb[-1],) * (b.ndim > 1)
+        dtype = dtype_by_example("matmul", np.matmul, inputs)
+        return shape, dtype, {}
+
+    def kernel(self, a: Any, b: Any) -> Any:
+        """np.matmul (BLAS for floating point)."""
+        return np.matmul(a, b)
+
+
+def parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str, dict]:
+    """Expand '...' and implicit output; returns per-operand labels, output labels, sizes.
+
+    Ellipsis dimensions get private labels (upper-case letters are user labels too, so the
+    expansion uses characters that are not valid einsum labels and maps them back later).
+    """
+    spec = subscripts.replace(" ", "")
+    if "->" in spec:
+        lhs, out = spec.split("->")
+        explicit = True
+    else:
+        lhs, out, explicit = spec, "", False
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum: {len(terms)} subscript terms for {len(shapes)} operands")
+    ell_nd = 0
+    for t, s in zip(terms, shapes):
+        if "..." in t:
+            ell_nd = max(ell_nd, len(s) - (len(t) - 3))
+    ell = [chr(0x100 + i) for i in range(ell_nd)]
+    labels: list[str] = []
+    sizes: dict[str, int] = {}
+    for t, s in zip(terms, shapes):
+        if "..." in t:
+            n = len(s) - (len(t) - 3)
+            if n < 0:
+                raise ValueError(f"einsum: term {t!r} has more labels than operand dimensions {fmt_shape(s)}")
+            t = t.replace("...", "".join(ell[ell_nd - n :]))
+        if len(t) != len(s):
+            raise ValueError(f"einsum: term {t!r} does not match operand shape {fmt_shape(s)}")
+        for ch, d in zip(t, s):
+            if not (ch.isalpha() or ord(ch) >= 0x100):
+                raise ValueError(f"einsum: invalid subscript {ch!r}")
+            if ch in sizes and sizes[ch] != d:
+                if ord(ch) >= 0x100 and 1 in (sizes[ch], d):
+                    sizes[ch] = max(sizes[ch], d)
+                    continue
+                raise ValueError(
+                    f"einsum: dimension {ch!r} has size {sizes[ch]} in one operand and {d} in another "
+                    f"(subscripts {subscripts!r}, shapes {', '.join(fmt_shape(x) for x in shapes)})"
+                )
+            sizes.setdefault(ch, d)
+        labels.append(t)
+    if explicit:
+        out = out.replace("...", "".join(ell))
+        for ch in out:
+            if ch not in sizes:
+                raise ValueError(f"einsum: output label {ch!r} does not appear in the inputs")
+    else:
+        counts: dict[str, int] = {}
+        for t in labels:
+            for ch in t:
+                counts[ch] = counts.get(ch, 0) + 1
+        out = "".join(ell) + "".join(sorted(c for c, k in counts.items() if k == 1 and ord(c) < 0x100))
+    return labels, out, sizes
+
+
+class Einsum(Op):
+    """Einstein summation over any number of operands (contractions, outer products)."""
+
+    kind = "contraction"
+
+    def __init__(self) -> None:
+        super().__init__("einsum")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Shape from the subscripts; dtype as NumPy's result_type of the operands."""
+        sub = attrs["subscripts"]
+        try:
+            _, out, sizes = parse_einsum(sub, [n.shape for n in inputs])
+        except ValueError as e:
+            raise shape_error("einsum", str(e).removeprefix("einsum: "), inputs) from None
+        dtype = dtype_by_example("einsum", _result_dtype, inputs)
+        return tuple(sizes[c] for c in out), dtype, {"subscripts": sub}
+
+    def kernel(self, *xs: Any, subscripts: str) -> Any:
+        """np.einsum with contraction-order optimization (BLAS where it applies)."""
+        return np.einsum(subscripts, *xs, optimize=len(xs) > 1)
+
+
+register(MatMul())
+register(Einsum())

@@ -1,0 +1,313 @@
+"""Data movement: views, writes into views, gathers, reshape copies, concat, stack, pad.
+
+Writes are functional: `assign` returns a new version of the whole base buffer with a
+region replaced, so a recorded node never changes and reads recorded before a write
+still see the old value. The index template used by gathers and writes is data:
+("s", start, stop, step) | ("i", int) | ("n",) for None | ("a", k) for index operand k.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ops.base import (
+    Op,
+    dtype_by_example,
+    fmt_shape,
+    normalize_axis,
+    register,
+    shape_error,
+    type_error,
+)
+from ops.node import Node
+from ops.views import View, materialize
+
+Template = tuple[tuple, ...]
+
+
+def build_index(template: Template, arrays: tuple[Any, ...]) -> tuple:
+    """The NumPy index tuple a template denotes, with its index operands filled in."""
+    out: list[Any] = []
+    for it in template:
+        tag = it[0]
+        if tag == "s":
+            out.append(slice(it[1], it[2], it[3]))
+        elif tag == "i":
+            out.append(it[1])
+        elif tag == "n":
+            out.append(None)
+        else:
+            out.append(arrays[it[1]])
+    return tuple(out)
+
+
+def index_shape(src: tuple[int, ...], template: Template, index_shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Result shape of NumPy indexing with a (fully expanded) template.
+
+    Integers next to index arrays count as advanced (0-d) indices. The broadcast shape of
+    the advanced indices replaces them in place when they are adjacent, else goes first.
+    """
+    adv_pos = [k for k, it in enumerate(template) if it[0] == "a"]
+    has_arrays = bool(adv_pos)
+    if has_arrays:
+        adv_pos = [k for k, it in enumerate(template) if it[0] in ("a", "i")]
+        shapes = [index_shapes[it[1]] if it[0] == "a" else () for it in template if it[0] in ("a", "i")]
+        bshape = tuple(np.broadcast_shapes(*shapes))
+        adjacent = adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1))
+    out: list[int] = []
+    dim = 0
+    placed = False
+    if has_arrays and not adjacent:
+        out.extend(bshape)
+        placed = True
+    for it in template:
+        tag = it[0]
+        if tag == "n":
+            out.append(1)
+            continue
+        if tag == "s":
+            out.append(len(range(*slice(it[1], it[2], it[3]).indices(src[dim]))))
+        elif has_arrays and not placed:
+            out.extend(bshape)
+            placed = True
+        dim += 1
+    out.extend(src[dim:])
+    return tuple(out)
+
+
+class ViewOp(Op):
+    """A strided window onto a base buffer; costs nothing to run."""
+
+    kind = "view"
+
+    def __init__(self) -> None:
+        super().__init__("view")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Shape from the view; the base's dtype."""
+        view = attrs["view"]
+        return tuple(view.shape), inputs[0].dtype, attrs
+
+    def kernel(self, base: np.ndarray, view: View) -> np.ndarray:
+        """as_strided over the base buffer (read-only)."""
+        return materialize(base, view)
+
+
+class Assign(Op):
+    """A new base equal to the old one with a region (view, then optional index) replaced."""
+
+    kind = "assign"
+
+    def __init__(self) -> None:
+        super().__init__("assign")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Value must broadcast to the target region; result is the base's shape and dtype."""
+        base, value, *idx = inputs
+        view: View | None = attrs.get("view")
+        template = attrs.get("index")
+        target = tuple(view.shape) if view is not None else base.shape
+        if template is not None:
+            target = index_shape(target, template, [n.shape for n in idx])
+        vshape = value.shape
+        while len(vshape) > len(target) and vshape[0] == 1:
+            vshape = vshape[1:]
+        try:
+            ok = tuple(np.broadcast_shapes(vshape, target)) == target
+        except ValueError:
+            ok = False
+        if not ok:
+            raise shape_error(
+                "setitem",
+                f"could not broadcast input array from shape {fmt_shape(value.shape)} "
+                f"into shape {fmt_shape(target)}",
+            )
+        if value.dtype.kind == "c" and base.dtype.kind != "c":
+            raise type_error("setitem", f"cannot assign complex values into a {base.dtype} array")
+        return base.shape, base.dtype, attrs
+
+    def kernel(self, base: np.ndarray, value: Any, *idx: Any, view: View | None = None, index: Template | None = None) -> np.ndarray:
+        """Copy the base, write the value through the view/index (NumPy casting rules)."""
+        out = np.array(base, copy=True, order="C")
+        target = out if view is None else materialize(out, view, writeable=True)
+        if index is None:
+            target[...] = value
+        else:
+            target[build_index(index, idx)] = value
+        return out
+
+
+class Gather(Op):
+    """Advanced indexing (integer index arrays, mixed with slices and ints): a copy."""
+
+    kind = "gather"
+
+    def __init__(self) -> None:
+        super().__init__("gather")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """NumPy's advanced-indexing shape; index operands must be integers."""
+        src, *idx = inputs
+        for n in idx:
+            if n.dtype.kind not in "iu":
+                raise IndexError(
+                    f"getitem: index arrays must be integers or booleans, got {n.dtype} "
+                    f"(indexing an array of shape {fmt_shape(src.shape)})"
+                )
+        try:
+            shape = index_shape(src.shape, attrs["index"], [n.shape for n in idx])
+        except ValueError:
+            raise IndexError(
+                "getitem: shape mismatch: indexing arrays could not be broadcast together with shapes "
+                + " ".join(fmt_shape(n.shape) for n in idx)
+            ) from None
+        return shape, src.dtype, attrs
+
+    def kernel(self, src: np.ndarray, *idx: Any, index: Template) -> np.ndarray:
+        """NumPy fancy indexing."""
+        return np.asarray(src)[build_index(index, idx)]
+
+
+def resolve_shape(op: str, shape: Any, size: int) -> tuple[int, ...]:
+    """Normalize a requested shape, filling one -1 from the total size."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = tuple(int(d) for d in shape)
+    unknown = [i for i, d in enumerate(shape) if d == -1]
+    if len(unknown) > 1 or any(d < -1 for d in shape):
+        raise ValueError(f"{op}: invalid shape {shape}: at most one -1 and no other negative sizes")
+    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"{op}: cannot reshape array of size {size} into shape {shape}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    elif known != size:
+        raise ValueError(f"{op}: cannot reshape array of size {size} into shape {fmt_shape(shape)}")
+    return shape
+
+
+class Reshape(Op):
+    """Reshape that copies (used when NumPy could not make a view)."""
+
+    kind = "movement"
+
+    def __init__(self) -> None:
+        super().__init__("reshape")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Sizes must agree; one -1 is filled in."""
+        shape = resolve_shape("reshape", attrs["shape"], inputs[0].size)
+        return shape, inputs[0].dtype, {"shape": shape}
+
+    def kernel(self, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """np.reshape."""
+        return np.reshape(x, shape)
+
+
+class Concat(Op):
+    """Join arrays along an existing axis."""
+
+    kind = "movement"
+
+    def __init__(self) -> None:
+        super().__init__("concat")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """All dimensions but `axis` must match; NumPy's result dtype."""
+        if not inputs:
+            raise ValueError("concat: need at least one array to concatenate")
+        first = inputs[0]
+        if first.ndim == 0:
+            raise shape_error("concat", "zero-dimensional arrays cannot be concatenated", inputs)
+        axis = normalize_axis("concat", attrs.get("axis", 0), first.ndim)
+        for n in inputs[1:]:
+            if n.ndim != first.ndim or any(
+                a != b for i, (a, b) in enumerate(zip(n.shape, first.shape)) if i != axis
+            ):
+                raise shape_error(
+                    "concat",
+                    f"all input dimensions except axis {axis} must match",
+                    inputs,
+                )
+        shape = list(first.shape)
+        shape[axis] = sum(n.shape[axis] for n in inputs)
+        dtype = dtype_by_example("concat", np.result_type, inputs)
+        return tuple(shape), dtype, {"axis": axis}
+
+    def kernel(self, *xs: Any, axis: int) -> np.ndarray:
+        """np.concatenate."""
+        return np.concatenate(xs, axis=axis)
+
+
+class Stack(Op):
+    """Join same-shaped arrays along a new axis."""
+
+    kind = "movement"
+
+    def __init__(self) -> None:
+        super().__init__("stack")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """All shapes equal; the new axis may be -ndim-1 .. ndim."""
+        if not inputs:
+            raise ValueError("stack: need at least one array to stack")
+        first = inputs[0]
+        if any(n.shape != first.shape for n in inputs):
+            raise shape_error("stack", "all input arrays must have the same shape", inputs)
+        axis = normalize_axis("stack", attrs.get("axis", 0), first.ndim + 1)
+        shape = first.shape[:axis] + (len(inputs),) + first.shape[axis:]
+        dtype = dtype_by_example("stack", np.result_type, inputs)
+        return shape, dtype, {"axis": axis}
+
+    def kernel(self, *xs: Any, axis: int) -> np.ndarray:
+        """np.stack."""
+        return np.stack(xs, axis=axis)
+
+
+PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+class Pad(Op):
+    """np.pad with a constant, edge, reflect, symmetric or wrap border."""
+
+    kind = "movement"
+
+    def __init__(self) -> None:
+        super().__init__("pad")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Normalize pad_width to ((before, after), ...) per dimension."""
+        (x,) = inputs
+        mode = attrs.get("mode", "constant")
+        if mode not in PAD_MODES:
+            raise ValueError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
+        try:
+            widths = np.broadcast_to(np.asarray(attrs["pad_width"], dtype=np.int64), (x.ndim, 2))
+        except ValueError:
+            raise shape_error(
+                "pad", f"pad_width {attrs['pad_width']!r} does not fit an array of shape {fmt_shape(x.shape)}"
+            ) from None
+        if (widths < 0).any():
+            raise ValueError(f"pad: negative pad width in {attrs['pad_width']!r}")
+        widths = tuple((int(a), int(b)) for a, b in widths)
+        if mode != "constant":
+            for d, (a, b) in zip(x.shape, widths):
+                if d == 0 and (a or b):
+                    raise shape_error("pad", f"can't extend empty axis using mode {mode!r}", inputs)
+        shape = tuple(d + a + b for d, (a, b) in zip(x.shape, widths))
+        out = {"pad_width": widths, "mode": mode}
+        if mode == "constant":
+            out["constant_values"] = attrs.get("constant_values", 0)
+        return shape, x.dtype, out
+
+    def kernel(self, x: np.ndarray, pad_width: tuple, mode: str, constant_values: Any = 0) -> np.ndarray:
+        """np.pad."""
+        if mode == "constant":
+            return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
+        return np.pad(x, pad_width, mode=mode)
+
+
+for _op in (ViewOp(), Assign(), Gather(), Reshape(), Concat(), Stack(), Pad()):
+    register(_op)

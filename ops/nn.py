@@ -1,0 +1,406 @@
+"""Neural-network operators: softmax family, one_hot, conv2d and 2-D pooling.
+
+They are primitives rather than compositions of elementwise and reduction ops because
+their numerically stable or windowed forms are awkward to record piecewise, and later
+layers (gradients, costs, JIT) want to see them whole. Kernels are vectorized NumPy:
+windows come from `sliding_window_view` over a padded copy, never from pixel loops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ops.base import (
+    Op,
+    dtype_by_example,
+    fmt_shape,
+    normalize_axes,
+    normalize_axis,
+    reduced_shape,
+    register,
+    shape_error,
+    type_error,
+)
+from ops.node import Node
+
+Pair = tuple[int, int]
+
+
+def _check_attrs(op: str, attrs: dict, allowed: tuple[str, ...]) -> None:
+    # A misspelt attribute (kernel= for kernel_size=) would otherwise silently use a default.
+    unknown = sorted(set(attrs) - set(allowed))
+    if unknown:
+        raise TypeError(f"{op}: unexpected attribute(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+
+
+def _int(op: str, name: str, value: Any) -> int:
+    """A Python int from an int-like attribute (bools rejected: True is not a size)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{op}: {name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _default(attrs: dict, key: str, value: Any) -> Any:
+    """attrs[key], with None meaning the default (front ends pass keyword defaults through)."""
+    v = attrs.get(key)
+    return value if v is None else v
+
+
+def _pair(op: str, name: str, value: Any, minimum: int) -> Pair:
+    """An int or a pair of ints as a pair, each at least `minimum`."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+        pair = (_int(op, name, value[0]), _int(op, name, value[1]))
+    else:
+        v = _int(op, name, value)
+        pair = (v, v)
+    if min(pair) < minimum:
+        what = "positive" if minimum == 1 else "non-negative"
+        raise ValueError(f"{op}: {name} must be {what}, got {value!r}")
+    return pair
+
+
+def _out_size(n: int, k: int, s: int, p: int, d: int) -> int:
+    """PyTorch's output length (ceil_mode=False); callers ensure the window fits."""
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _check_fits(op: str, inputs: tuple[Node, ...], hw: Pair, k: Pair, p: Pair, d: Pair) -> None:
+    """The dilated kernel must fit inside the padded input, else the output would be empty."""
+    padded = (hw[0] + 2 * p[0], hw[1] + 2 * p[1])
+    eff = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
+    if eff[0] > padded[0] or eff[1] > padded[1]:
+        raise shape_error(
+            op,
+            f"kernel of size {fmt_shape(k)} (dilated to {fmt_shape(eff)}) is larger than "
+            f"the padded input of size {fmt_shape(padded)}",
+            inputs,
+        )
+
+
+def _windows(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair, fill: Any = 0) -> np.ndarray:
+    """Read-only view (N, C, H_out, W_out, kH, kW) of the strided, dilated windows."""
+    if p[0] or p[1]:
+        x = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=fill)
+    eff = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
+    v = sliding_window_view(x, eff, axis=(2, 3))
+    return v[:, :, :: s[0], :: s[1], :: d[0], :: d[1]]
+
+
+# ---------------------------------------------------------------------------------------
+# softmax, log_softmax, logsumexp
+
+
+def _exp_dtype(op: str, inputs: tuple[Node, ...]) -> np.dtype:
+    """np.exp's result dtype (int -> float64, float32 -> float32); complex is rejected."""
+    if inputs[0].dtype.kind == "c":
+        # A max-shift has no meaning for complex numbers, and nobody needs it yet.
+        raise type_error(op, "complex input is not supported", inputs)
+    return dtype_by_example(op, np.exp, inputs)
+
+
+def _work(x: np.ndarray) -> tuple[np.ndarray, np.dtype]:
+    """x in the dtype to compute in, and the dtype to return."""
+    out = np.exp(np.zeros((), dtype=x.dtype)).dtype
+    # float16 sums of exponentials lose digits fast; compute wider and round once at the end.
+    work = np.float32 if out == np.float16 else out
+    return np.asarray(x).astype(work, copy=False), out
+
+
+class Softmax(Op):
+    """softmax / log_softmax along one axis, computed with the max-shift for stability.
+
+    A row of all -inf gives nan (0/0), as torch does; a row containing +inf gives nan too
+    (inf - inf in the shift), also as torch does. The shift is taken as 0 for an all -inf
+    row only so that no inf - inf is formed where the result is already determined.
+    """
+
+    def __init__(self, name: str, log: bool) -> None:
+        super().__init__(name)
+        self.log = log
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Same shape; np.exp's float dtype; axis normalized to a non-negative int."""
+        _check_attrs(self.name, attrs, ("axis",))
+        (x,) = inputs
+        axis = attrs.get("axis", -1)
+        axis = normalize_axis(self.name, -1 if axis is None else axis, x.ndim)
+        return x.shape, _exp_dtype(self.name, inputs), {"axis": axis}
+
+    def kernel(self, x: np.ndarray, axis: int) -> np.ndarray:
+        """exp(x - max) / sum(exp(x - max)), or its log, along `axis`."""
+        xf, out = _work(x)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
+            shifted = xf - np.where(m == -np.inf, 0, m)
+            e = np.exp(shifted)
+            s = np.sum(e, axis=axis, keepdims=True)
+            r = shifted - np.log(s) if self.log else e / s
+        return r.astype(out, copy=False)
+
+
+class LogSumExp(Op):
+    """log(sum(exp(x))) over axes without overflow, as scipy.special.logsumexp.
+
+    A non-finite max is replaced by 0 in the shift (scipy, torch): an all -inf row then
+    gives log(0) = -inf, a row with +inf gives +inf, and an empty reduction gives -inf.
+    """
+
+    kind = "reduction"
+
+    def __init__(self) -> None:
+        super().__init__("logsumexp")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Reduce like `sum` (axis None, int or tuple; keepdims); np.exp's float dtype."""
+        _check_attrs(self.name, attrs, ("axis", "keepdims"))
+        (x,) = inputs
+        axes = normalize_axes(self.name, attrs.get("axis"), x.ndim)
+        keepdims = bool(attrs.get("keepdims", False))
+        dtype = _exp_dtype(self.name, inputs)
+        return reduced_shape(x.shape, axes, keepdims), dtype, {"axis": axes, "keepdims": keepdims}
+
+    def kernel(self, x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        """max + log(sum(exp(x - max))) with a finite max."""
+        xf, out = _work(x)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
+            m = np.where(np.isfinite(m), m, 0)
+            r = np.log(np.sum(np.exp(xf - m), axis=axis, keepdims=True)) + m
+        if not keepdims:
+            r = np.squeeze(r, axis=axis)
+        return np.asarray(r).astype(out, copy=False)
+
+
+# ---------------------------------------------------------------------------------------
+# one_hot
+
+
+class OneHot(Op):
+    """Integer class labels to indicator vectors on a new last axis (like torch one_hot).
+
+    Labels are data, so the range check happens in the kernel: an out-of-range label is
+    an IndexError rather than a silent all-zero row.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("one_hot")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """x.shape + (num_classes,); integer labels only; dtype default float64."""
+        _check_attrs(self.name, attrs, ("num_classes", "dtype"))
+        (x,) = inputs
+        if x.dtype.kind not in "iu":
+            raise type_error(self.name, f"labels must have an integer dtype, got {x.dtype}", inputs)
+        if "num_classes" not in attrs:
+            raise TypeError(f"{self.name}: missing required attribute num_classes")
+        n = _int(self.name, "num_classes", attrs["num_classes"])
+        if n <= 0:
+            raise ValueError(f"{self.name}: num_classes must be positive, got {n}")
+        try:
+            # np.dtype objects can be falsy (len() counts fields), so test for None explicitly.
+            dtype = np.dtype(_default(attrs, "dtype", np.float64))
+        except TypeError as e:
+            raise type_error(self.name, f"invalid dtype {attrs.get('dtype')!r}: {e}") from None
+        return x.shape + (n,), dtype, {"num_classes": n, "dtype": dtype}
+
+    def kernel(self, x: np.ndarray, num_classes: int, dtype: np.dtype) -> np.ndarray:
+        """Compare labels with arange(num_classes); raise IndexError on bad labels."""
+        x = np.asarray(x)
+        if x.size:
+            lo, hi = x.min(), x.max()
+            if lo < 0 or hi >= num_classes:
+                bad = lo if lo < 0 else hi
+                raise IndexError(
+                    f"one_hot: label {int(bad)} is out of range for num_classes={num_classes} "
+                    f"(labels of shape {fmt_shape(x.shape)} must lie in [0, {num_classes}))"
+                )
+        # Safe after the range check; avoids mixed uint64/int64 comparison rules.
+        labels = x.astype(np.intp)
+        return (labels[..., None] == np.arange(num_classes, dtype=np.intp)).astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# conv2d
+
+
+class Conv2d(Op):
+    """2-D cross-correlation (PyTorch conv2d, NCHW, zero padding, groups).
+
+    A primitive because im2col through recorded movement ops would materialize every
+    window in the graph; here the windows stay a strided view until the contraction.
+    """
+
+    kind = "contraction"
+
+    def __init__(self) -> None:
+        super().__init__("conv2d")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Validate shapes and hyper-parameters; PyTorch's output size; np.result_type."""
+        op = self.name
+        _check_attrs(op, attrs, ("stride", "padding", "dilation", "groups"))
+        if len(inputs) not in (2, 3):
+            raise TypeError(f"{op}: expected inputs (x, w) or (x, w, b), got {len(inputs)} operands")
+        x, w = inputs[:2]
+        for node in inputs:
+            if node.dtype.kind not in "biufc":
+                raise type_error(op, f"unsupported dtype {n.dtype}", inputs)
+        if x.ndim != 4:
+            raise shape_error(op, f"input must be 4-D (N, C, H, W), got shape {fmt_shape(x.shape)}", inputs)
+        if w.ndim != 4:
+            raise shape_error(
+                op, f"weight must be 4-D (C_out, C_in/groups, kH, kW), got shape {fmt_shape(w.shape)}", inputs
+            )
+        stride = _pair(op, "stride", _default(attrs, "stride", 1), 1)
+        padding = _pair(op, "padding", _default(attrs, "padding", 0), 0)
+        dilation = _pair(op, "dilation", _default(attrs, "dilation", 1), 1)
+        groups = _int(op, "groups", _default(attrs, "groups", 1))
+        if groups < 1:
+            raise ValueError(f"{op}: groups must be positive, got {groups}")
+        n, c_in, h, wd = x.shape
+        c_out, c_per, kh, kw = w.shape
+        if c_in % groups or c_out % groups:
+            raise shape_error(
+                op, f"groups={groups} must divide both input channels {c_in} and output channels {c_out}", inputs
+            )
+        if c_per != c_in // groups:
+            raise shape_error(
+                op,
+                f"weight expects {c_per} channels per group but input has {c_in} channels "
+                f"in {groups} group(s) ({c_in // groups} per group)",
+                inputs,
+            )
+        if kh == 0 or kw == 0:
+            raise shape_error(op, f"kernel size {fmt_shape((kh, kw))} must be positive", inputs)
+        if len(inputs) == 3 and inputs[2].shape != (c_out,):
+            raise shape_error(
+                op, f"bias must have shape ({c_out},) to match the weight's output channels", inputs
+            )
+        _check_fits(op, inputs, (h, wd), (kh, kw), padding, dilation)
+        shape = (
+            n,
+            c_out,
+            _out_size(h, kh, stride[0], padding[0], dilation[0]),
+            _out_size(wd, kw, stride[1], padding[1], dilation[1]),
+        )
+        dtype = np.result_type(*(node.dtype for node in inputs))
+        out = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        return shape, dtype, out
+
+    def kernel(
+        self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
+        stride: Pair, padding: Pair, dilation: Pair, groups: int,
+    ) -> np.ndarray:
+        """Windows of the zero-padded input contracted with the weight by einsum."""
+        x, w = np.asarray(x), np.asarray(w)
+        dtype = np.result_type(x, w) if b is None else np.result_type(x, w, b)
+        n, c_in = x.shape[:2]
+        c_out, c_per, kh, kw = w.shape
+        win = _windows(x, (kh, kw), stride, padding, dilation)
+        ho, wo = win.shape[2:4]
+        g = groups
+        win = win.reshape(n, g, c_per, ho, wo, kh, kw)
+        wg = w.reshape(g, c_out // g, c_per, kh, kw)
+        # optimize=True lets einsum hand the contraction to BLAS via tensordot.
+        y = np.einsum("ngchwij,gocij->ngohw", win, wg, optimize=True).reshape(n, c_out, ho, wo)
+        if b is not None:
+            y = y + np.asarray(b).reshape(1, c_out, 1, 1)
+        return np.ascontiguousarray(y, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# max_pool2d, avg_pool2d
+
+
+class Pool2d(Op):
+    """2-D max or average pooling over NCHW input (PyTorch semantics, ceil_mode=False).
+
+    Max pooling pads with -inf (the dtype's minimum for integers) so padding never wins;
+    average pooling pads with zeros and divides by the full window (count_include_pad)
+    or by the number of real elements in it.
+    """
+
+    def __init__(self, name: str, mode: str) -> None:
+        super().__init__(name)
+        self.mode = mode
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Validate 4-D input and window hyper-parameters; max keeps dtype, avg is float."""
+        op = self.name
+        extra = ("dilation",) if self.mode == "max" else ("count_include_pad",)
+        _check_attrs(op, attrs, ("kernel_size", "stride", "padding") + extra)
+        (x,) = inputs
+        if x.ndim != 4:
+            raise shape_error(op, f"input must be 4-D (N, C, H, W), got shape {fmt_shape(x.shape)}", inputs)
+        if attrs.get("kernel_size") is None:
+            raise TypeError(f"{op}: missing required attribute kernel_size")
+        k = _pair(op, "kernel_size", attrs["kernel_size"], 1)
+        s = _pair(op, "stride", _default(attrs, "stride", k), 1)
+        p = _pair(op, "padding", _default(attrs, "padding", 0), 0)
+        out: dict[str, Any] = {"kernel_size": k, "stride": s, "padding": p}
+        if self.mode == "max":
+            d = _pair(op, "dilation", _default(attrs, "dilation", 1), 1)
+            out["dilation"] = d
+            if x.dtype.kind not in "biuf":
+                raise type_error(op, f"unsupported dtype {x.dtype} (needs an ordered real dtype)", inputs)
+            dtype = x.dtype
+        else:
+            d = (1, 1)
+            out["count_include_pad"] = bool(_default(attrs, "count_include_pad", True))
+            if x.dtype.kind not in "biufc":
+                raise type_error(op, f"unsupported dtype {x.dtype}", inputs)
+            dtype = dtype_by_example(op, np.mean, inputs)
+        # PyTorch's rule; it also guarantees every undilated window holds a real element.
+        if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+            raise shape_error(
+                op, f"padding {fmt_shape(p)} must be at most half the kernel size {fmt_shape(k)}", inputs
+            )
+        h, w = x.shape[2:]
+        if h == 0 or w == 0:
+            raise shape_error(op, "spatial dimensions must be non-zero", inputs)
+        _check_fits(op, inputs, (h, w), k, p, d)
+        shape = x.shape[:2] + (_out_size(h, k[0], s[0], p[0], d[0]), _out_size(w, k[1], s[1], p[1], d[1]))
+        return shape, dtype, out
+
+    def kernel(self, x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair, **attrs: Any) -> np.ndarray:
+        """Max or mean over each window of the padded input."""
+        x = np.asarray(x)
+        if self.mode == "max":
+            if x.dtype.kind == "f":
+                fill: Any = -np.inf
+            elif x.dtype.kind == "b":
+                fill = False
+            else:
+                fill = np.iinfo(x.dtype).min
+            win = _windows(x, kernel_size, stride, padding, attrs["dilation"], fill)
+            return np.ascontiguousarray(np.max(win, axis=(-2, -1)))
+        out = np.mean(np.zeros(1, dtype=x.dtype)).dtype
+        # np.mean's accumulator: float16 sums in float32, everything else in its result dtype.
+        acc = np.float32 if out == np.float16 else out
+        ones = (1, 1)
+        win = _windows(x.astype(acc, copy=False), kernel_size, stride, padding, ones)
+        total = np.sum(win, axis=(-2, -1))
+        if attrs["count_include_pad"]:
+            count: Any = kernel_size[0] * kernel_size[1]
+        else:
+            # The same window sums over an all-ones image count the real elements.
+            real = np.ones((1, 1) + x.shape[2:], dtype=acc)
+            count = np.sum(_windows(real, kernel_size, stride, padding, ones), axis=(-2, -1))
+        return np.ascontiguousarray(total / count, dtype=out)
+
+
+for _op in (
+    Softmax("softmax", log=False),
+    Softmax("log_softmax", log=True),
+    LogSumExp(),
+    OneHot(),
+    Conv2d(),
+    Pool2d("max_pool2d", "max"),
+    Pool2d("avg_pool2d", "avg"),
+):
+    register(_op)

@@ -1,0 +1,58 @@
+"""The graph node every package shares: one recorded operator application."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class Node:
+    """An immutable operator application; `buffer` memoizes its value once evaluated.
+
+    A node never changes meaning after it is recorded. Evaluation only memoizes: the
+    executor stores the value in `buffer` and drops `inputs`, turning the node into a leaf
+    so that evaluated graphs do not keep their history alive.
+    """
+
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "buffer", "users", "__weakref__")
+
+    def __init__(
+        self,
+        op: Any,
+        inputs: tuple[Node, ...],
+        attrs: dict,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        buffer: Any = None,
+    ) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.shape = shape
+        self.dtype = dtype
+        self.buffer = buffer
+        # How many user-visible storages currently hold this node; those are memoized.
+        self.users = 0
+
+    @property
+    def realized(self) -> bool:
+        """True once the node holds its value."""
+        return self.buffer is not None
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        dims = ",".join(map(str, self.shape))
+        return f"<Node {self.op.name} {self.dtype}[{dims}]>"

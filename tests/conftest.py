@@ -1,0 +1,36 @@
+"""Test configuration: hypothesis profiles and the cuda marker's skip."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# "ci" keeps the README's test command well under 15 minutes on 2 cores; "thorough" is
+# the long fuzzing run (LAZYGRAPH_HYPOTHESIS_PROFILE=thorough) done before resolving.
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "thorough", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("LAZYGRAPH_HYPOTHESIS_PROFILE", "ci"))
+
+
+def _have_gpu() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip cuda-marked tests cleanly on machines without a GPU."""
+    if any("cuda" in item.keywords for item in items) and not _have_gpu():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in items:
+            if "cuda" in item.keywords:
+                item.add_marker(skip)
