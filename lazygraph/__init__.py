@@ -32,6 +32,7 @@ from lazygraph.creation import (  # noqa: F401
     zeros_like,
 )
 from lazygraph.executor import EvaluationError  # noqa: F401
+from lazygraph.nnops import avg_pool2d, conv2d, log_softmax, logsumexp, max_pool2d, one_hot, softmax  # noqa: F401
 from lazygraph.shape import (  # noqa: F401
     array,
     asarray,

@@ -56,15 +56,21 @@ def constant(value: Any, dtype: Any = None) -> Node:
     return Node(BUFFER, (), {}, arr.shape, arr.dtype, buffer=arr)
 
 
-_PY_SCALARS = (bool, int, float, complex)
+_SCALAR_DTYPES = {
+    bool: np.dtype(np.bool_),
+    int: np.dtype(np.int64),
+    float: np.dtype(np.float64),
+    complex: np.dtype(np.complex128),
+}
 
 
 def as_node(x: Any, op: str) -> Node:
     """Operand to node: arrays as they are, Python scalars as weak scalars, else a constant."""
     if isinstance(x, Array):
         return x.node
-    if type(x) in _PY_SCALARS:
-        return Node(SCALAR, (), {}, (), np.asarray(x).dtype, buffer=x)
+    dtype = _SCALAR_DTYPES.get(type(x))
+    if dtype is not None:
+        return Node(SCALAR, (), {}, (), dtype, buffer=x)
     if isinstance(x, (np.ndarray, np.generic, list, tuple)):
         return constant(x)
     if isinstance(x, numbers.Number):
@@ -314,10 +320,10 @@ class Array:
         return result
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        from lazygraph import api
+        import lazygraph
 
-        impl = getattr(api, func.__name__, None)
-        if impl is None or not callable(impl):
+        impl = getattr(lazygraph, func.__name__, None)
+        if impl is None or not callable(impl) or isinstance(impl, type):
             return NotImplemented
         return impl(*args, **kwargs)
 

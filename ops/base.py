@@ -87,16 +87,28 @@ def is_weak_scalar(node: Node) -> bool:
 def broadcast_shapes(op: str, nodes: Sequence[Node]) -> Shape:
     """NumPy broadcasting of the operands' shapes, with an error naming the op."""
     shapes = [n.shape for n in nodes]
-    if all(s == shapes[0] for s in shapes):
-        return shapes[0]
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    out = list(max(shapes, key=len))
+    ndim = len(out)
+    ok = True
+    for s in shapes:
+        off = ndim - len(s)
+        for i, d in enumerate(s):
+            cur = out[off + i]
+            if d != cur:
+                if cur == 1:
+                    out[off + i] = d
+                elif d != 1:
+                    ok = False
+    if not ok:
         raise shape_error(
             op,
             "operands could not be broadcast together with shapes "
             + " ".join(fmt_shape(s) for s in shapes),
-        ) from None
+        )
+    return tuple(out)
 
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:
@@ -132,6 +144,19 @@ def _example(node: Node) -> Any:
 
 _dtype_cache: dict[tuple, np.dtype] = {}
 
+_INT_RANGES = tuple(
+    (int(np.iinfo(t).min), int(np.iinfo(t).max))
+    for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64)
+)
+
+
+def _weak_sig(value: Any) -> Any:
+    # NumPy's treatment of a Python int depends only on which integer dtypes can hold it,
+    # so that (not the value) goes into the cache key.
+    if type(value) is int:
+        return (int, tuple(lo <= value <= hi for lo, hi in _INT_RANGES))
+    return type(value)
+
 
 def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: Any) -> np.dtype:
     """Result dtype of `fn` under NumPy's own promotion rules, found on tiny stand-ins.
@@ -140,8 +165,8 @@ def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: An
     reproduces NumPy exactly, including value-based errors such as an int8 array plus
     1000; results are cached per dtype signature when no Python int is involved.
     """
-    sig = tuple(type(n.buffer) if is_weak_scalar(n) else n.dtype for n in inputs)
-    value_dependent = int in sig
+    sig = tuple(_weak_sig(n.buffer) if is_weak_scalar(n) else n.dtype for n in inputs)
+    value_dependent = False
     key = (op, sig, tuple(sorted(kwargs.items())))
     if not value_dependent:
         try:
@@ -152,7 +177,7 @@ def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: An
         with np.errstate(all="ignore"):
             out = fn(*(_example(n) for n in inputs), **kwargs)
     except TypeError as e:
-        names = ", ".join(s.__name__ if isinstance(s, type) else str(s) for s in sig)
+        names = ", ".join(str(n.dtype) if not is_weak_scalar(n) else type(n.buffer).__name__ for n in inputs)
         raise type_error(op, f"not supported for input types ({names}): {e}", inputs) from None
     except OverflowError as e:
         raise OverflowError(f"{op}: {e} (operands: {describe(inputs)})") from None
