@@ -72,10 +72,22 @@ def evaluate(roots: Sequence[Node]) -> None:
             remaining[id(child)] = remaining.get(id(child), 0) + 1
     keep = {id(r) for r in roots}
     values: dict[int, np.ndarray] = {}
+    verbose = debug.level()
+    if verbose >= 3:
+        debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
     with np.errstate(all="ignore"):
         for node in order:
             args = [c.buffer if c.buffer is not None else values[id(c)] for c in node.inputs]
-            values[id(node)] = _run_kernel(node, args)
+            if verbose >= 2:
+                t = time.perf_counter()
+                values[id(node)] = _run_kernel(node, args)
+                debug.log(
+                    f"  {node.op.name}{list(node.shape)} {node.dtype}: "
+                    f"{(time.perf_counter() - t) * 1e6:.1f} us",
+                    at=2,
+                )
+            else:
+                values[id(node)] = _run_kernel(node, args)
             for child in node.inputs:
                 cid = id(child)
                 remaining[cid] -= 1

@@ -73,7 +73,7 @@ class Arange(Op):
             raise ValueError("arange: step must not be zero")
         n = max(math.ceil((stop - start) / step), 0)
         dtype = attrs.get("dtype")
-        dtype = np.dtype(dtype) if dtype is not None else np.arange(start, start, step).dtype
+        dtype = np.dtype(dtype) if dtype is not None else np.array([start, stop, step]).dtype
         return (n,), dtype, {"start": start, "stop": stop, "step": step, "dtype": dtype}
 
     def kernel(self, start: Any, stop: Any, step: Any, dtype: np.dtype) -> np.ndarray:

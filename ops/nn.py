@@ -249,7 +249,7 @@ class Conv2d(Op):
         x, w = inputs[:2]
         for node in inputs:
             if node.dtype.kind not in "biufc":
-                raise type_error(op, f"unsupported dtype {n.dtype}", inputs)
+                raise type_error(op, f"unsupported dtype {node.dtype}", inputs)
         if x.ndim != 4:
             raise shape_error(op, f"input must be 4-D (N, C, H, W), got shape {fmt_shape(x.shape)}", inputs)
         if w.ndim != 4:
@@ -266,7 +266,9 @@ class Conv2d(Op):
         c_out, c_per, kh, kw = w.shape
         if c_in % groups or c_out % groups:
             raise shape_error(
-                op, f"groups={groups} must divide both input channels {c_in} and output channels {c_out}", inputs
+                op,
+                f"groups={groups} must divide both input channels {c_in} and output channels {c_out}",
+                inputs,
             )
         if c_per != c_in // groups:
             raise shape_error(
@@ -293,8 +295,15 @@ class Conv2d(Op):
         return shape, dtype, out
 
     def kernel(
-        self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
-        stride: Pair, padding: Pair, dilation: Pair, groups: int,
+        self,
+        x: np.ndarray,
+        w: np.ndarray,
+        b: np.ndarray | None = None,
+        *,
+        stride: Pair,
+        padding: Pair,
+        dilation: Pair,
+        groups: int,
     ) -> np.ndarray:
         """Windows of the zero-padded input contracted with the weight by einsum."""
         x, w = np.asarray(x), np.asarray(w)
@@ -367,7 +376,9 @@ class Pool2d(Op):
         shape = x.shape[:2] + (_out_size(h, k[0], s[0], p[0], d[0]), _out_size(w, k[1], s[1], p[1], d[1]))
         return shape, dtype, out
 
-    def kernel(self, x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair, **attrs: Any) -> np.ndarray:
+    def kernel(
+        self, x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair, **attrs: Any
+    ) -> np.ndarray:
         """Max or mean over each window of the padded input."""
         x = np.asarray(x)
         if self.mode == "max":

@@ -2,10 +2,7 @@
 kernels agree with naive loop references (and torch when it is installed), and bad
 arguments fail at record time with the op's name."""
 
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import itertools
 
@@ -73,7 +70,8 @@ moderate = hnp.arrays(
 def test_softmax_family_matches_formulas(x, axis, offset):
     assume(-x.ndim <= axis < x.ndim)
     ref_sm = naive_softmax(x, axis)
-    ref_lse_keep = np.log(np.exp(x).sum(axis=axis, keepdims=True))
+    with np.errstate(divide="ignore"):  # empty axes: log(0)
+        ref_lse_keep = np.log(np.exp(x).sum(axis=axis, keepdims=True))
     # Shifting by a large constant must not change softmax and shift logsumexp exactly.
     sm, norm = run("softmax", x + offset, axis=axis)
     assert norm == {"axis": axis % x.ndim}
@@ -88,7 +86,11 @@ def test_softmax_family_matches_formulas(x, axis, offset):
 @FAST
 @given(moderate, st.data())
 def test_logsumexp_axes_keepdims(x, data):
-    axes = data.draw(st.sampled_from([None] + [c for r in range(x.ndim + 1) for c in itertools.combinations(range(x.ndim), r)]))
+    axes = data.draw(
+        st.sampled_from(
+            [None] + [c for r in range(x.ndim + 1) for c in itertools.combinations(range(x.ndim), r)]
+        )
+    )
     keepdims = data.draw(st.booleans())
     out, norm = run("logsumexp", x, axis=axes, keepdims=keepdims)
     with np.errstate(divide="ignore"):
@@ -98,7 +100,12 @@ def test_logsumexp_axes_keepdims(x, data):
 
 
 def test_softmax_dtypes():
-    for dt, want in [(np.int32, np.float64), (np.float32, np.float32), (np.float16, np.float16), (bool, np.float16)]:
+    for dt, want in [
+        (np.int32, np.float64),
+        (np.float32, np.float32),
+        (np.float16, np.float16),
+        (bool, np.float16),
+    ]:
         x = np.arange(6).reshape(2, 3).astype(dt)
         for name in ("softmax", "log_softmax", "logsumexp"):
             _, dtype, _ = infer(name, x)
@@ -107,7 +114,9 @@ def test_softmax_dtypes():
     big = np.array([1000.0, 1000.0], dtype=np.float32)
     np.testing.assert_allclose(run("softmax", big)[0], [0.5, 0.5])
     np.testing.assert_allclose(run("logsumexp", big)[0], 1000 + np.log(2), rtol=1e-6)
-    np.testing.assert_allclose(run("logsumexp", np.array([60000.0, 60000.0], np.float16))[0], 60000, rtol=1e-3)
+    np.testing.assert_allclose(
+        run("logsumexp", np.array([60000.0, 60000.0], np.float16))[0], 60000, rtol=1e-3
+    )
 
 
 def test_softmax_infinities_and_empty():
@@ -135,9 +144,15 @@ def test_softmax_vs_torch():
     x[1, 1, 2] = -np.inf
     for axis in (0, 1, -1):
         t = torch.from_numpy(x)
-        np.testing.assert_allclose(run("softmax", x, axis=axis)[0], torch.softmax(t, axis).numpy(), equal_nan=True)
-        np.testing.assert_allclose(run("log_softmax", x, axis=axis)[0], torch.log_softmax(t, axis).numpy(), equal_nan=True)
-        np.testing.assert_allclose(run("logsumexp", x, axis=axis)[0], torch.logsumexp(t, axis).numpy(), equal_nan=True)
+        np.testing.assert_allclose(
+            run("softmax", x, axis=axis)[0], torch.softmax(t, axis).numpy(), equal_nan=True
+        )
+        np.testing.assert_allclose(
+            run("log_softmax", x, axis=axis)[0], torch.log_softmax(t, axis).numpy(), equal_nan=True
+        )
+        np.testing.assert_allclose(
+            run("logsumexp", x, axis=axis)[0], torch.logsumexp(t, axis).numpy(), equal_nan=True
+        )
 
 
 def test_softmax_errors():
@@ -206,22 +221,25 @@ def out_len(n, k, s, p, d):
 
 def naive_conv(x, w, b, s, p, d, g):
     N, C, H, W = x.shape
-    O, Cg, kh, kw = w.shape
+    n_out, Cg, kh, kw = w.shape
     xp = np.zeros((N, C, H + 2 * p[0], W + 2 * p[1]), x.dtype)
     xp[:, :, p[0] : p[0] + H, p[1] : p[1] + W] = x
     Ho, Wo = out_len(H, kh, s[0], p[0], d[0]), out_len(W, kw, s[1], p[1], d[1])
     dt = np.result_type(x, w) if b is None else np.result_type(x, w, b)
-    out = np.zeros((N, O, Ho, Wo), dt)
+    out = np.zeros((N, n_out, Ho, Wo), dt)
     for n in range(N):
-        for o in range(O):
-            grp = o // (O // g)
+        for o in range(n_out):
+            grp = o // (n_out // g)
             for i in range(Ho):
                 for j in range(Wo):
                     acc = 0
                     for c in range(Cg):
                         for a in range(kh):
                             for e in range(kw):
-                                acc += xp[n, grp * Cg + c, i * s[0] + a * d[0], j * s[1] + e * d[1]] * w[o, c, a, e]
+                                acc += (
+                                    xp[n, grp * Cg + c, i * s[0] + a * d[0], j * s[1] + e * d[1]]
+                                    * w[o, c, a, e]
+                                )
                     out[n, o, i, j] = acc + (b[o] if b is not None else 0)
     return out
 
@@ -283,11 +301,11 @@ def test_conv2d_dtypes_exact():
     out, _ = run("conv2d", x, w, b, groups=2, stride=(2, 1), padding=1)
     assert out.dtype == np.int32
     np.testing.assert_array_equal(out, naive_conv(x, w, b, (2, 1), (1, 1), (1, 1), 2))
-    out, _ = run("conv2d", x.astype(np.float32), w)
+    out, _ = run("conv2d", x.astype(np.float32), w, groups=2)
     assert out.dtype == np.float32
-    out, _ = run("conv2d", x > 0, w > 0)
+    out, _ = run("conv2d", x > 0, w > 0, groups=2)
     assert out.dtype == bool
-    np.testing.assert_array_equal(out, naive_conv(x > 0, w > 0, None, (1, 1), (0, 0), (1, 1), 1))
+    np.testing.assert_array_equal(out, naive_conv(x > 0, w > 0, None, (1, 1), (0, 0), (1, 1), 2))
     # Zero channels contract over nothing: zeros (plus bias).
     out, _ = run("conv2d", np.zeros((2, 0, 4, 4)), np.zeros((3, 0, 2, 2)), np.ones(3))
     np.testing.assert_array_equal(out, np.ones((2, 3, 3, 3)))
@@ -383,7 +401,9 @@ def test_avg_pool2d(case, include_pad):
     x, k, s, p, _, stride = case
     out, norm = run("avg_pool2d", x, kernel_size=k, stride=stride, padding=p, count_include_pad=include_pad)
     assert norm == {"kernel_size": k, "stride": s, "padding": p, "count_include_pad": include_pad}
-    np.testing.assert_allclose(out, naive_pool(x, "avg", k, s, p, include_pad=include_pad), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        out, naive_pool(x, "avg", k, s, p, include_pad=include_pad), rtol=1e-12, atol=1e-12
+    )
     torch = pytest.importorskip("torch")
     if x.shape[0] and x.shape[1]:
         ref = torch.nn.functional.avg_pool2d(torch.from_numpy(x), k, s, p, count_include_pad=include_pad)
@@ -392,8 +412,13 @@ def test_avg_pool2d(case, include_pad):
 
 def test_pool_dtypes():
     x = np.arange(2 * 3 * 5 * 4).reshape(2, 3, 5, 4)
-    for dt, avg in [(np.int32, np.float64), (np.uint8, np.float64), (np.float32, np.float32),
-                    (np.float16, np.float16), (bool, np.float64)]:
+    for dt, avg in [
+        (np.int32, np.float64),
+        (np.uint8, np.float64),
+        (np.float32, np.float32),
+        (np.float16, np.float16),
+        (bool, np.float64),
+    ]:
         xs = (x % 7).astype(dt)
         assert infer("max_pool2d", xs, kernel_size=2)[1] == np.dtype(dt)
         assert infer("avg_pool2d", xs, kernel_size=2)[1] == avg
@@ -401,9 +426,11 @@ def test_pool_dtypes():
         np.testing.assert_array_equal(out, naive_pool(xs, "max", (3, 3), (2, 2), (1, 1)))
         out, _ = run("avg_pool2d", xs, kernel_size=(3, 2), padding=(1, 0), count_include_pad=False)
         ref = naive_pool(xs.astype(np.float64), "avg", (3, 2), (3, 2), (1, 0), include_pad=False)
-        np.testing.assert_allclose(out, ref, rtol=1e-3 if dt == np.float16 else 1e-12)
+        np.testing.assert_allclose(out, ref, rtol={np.float16: 1e-3, np.float32: 1e-6}.get(dt, 1e-12))
     # Unsigned and bool max pooling must not pad with a value that can win (0 is the min).
-    np.testing.assert_array_equal(run("max_pool2d", np.zeros((1, 1, 2, 2), np.uint8), kernel_size=3, padding=1)[0], 0)
+    np.testing.assert_array_equal(
+        run("max_pool2d", np.zeros((1, 1, 2, 2), np.uint8), kernel_size=3, padding=1)[0], 0
+    )
     nan = np.ones((1, 1, 2, 2))
     nan[0, 0, 0, 0] = np.nan
     assert np.isnan(run("max_pool2d", nan, kernel_size=2)[0]).all()  # nan propagates as in torch
@@ -431,4 +458,4 @@ def test_pool_errors():
         with pytest.raises(exc, match=f"^{name}: .*{msg}"):
             infer(name, arr, **attrs)
     # Padding of exactly half the kernel is allowed, as in torch.
-    assert infer("max_pool2d", x, kernel_size=(4, 2), padding=(2, 1))[0] == (1, 2, 3, 6)
+    assert infer("max_pool2d", x, kernel_size=(4, 2), padding=(2, 1))[0] == (1, 2, 2, 3)
