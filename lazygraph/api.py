@@ -7,13 +7,12 @@ are aliases. Every function records; nothing here computes.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from typing import Any, TextIO
 
 import numpy as np
 
 from lazygraph import debug, executor
-from lazygraph.array import Array, record
+from lazygraph.array import Array, record, result_dtype
 from lazygraph.shape import _arr, moveaxis
 from ops.elementwise import BINARY, UNARY
 
@@ -30,16 +29,24 @@ def _elementwise(name: str, arity: int):
     def fn(*args: Any, out: Array | None = None) -> Array:
         if len(args) != arity:
             raise TypeError(f"{name}() takes {arity} positional arguments but {len(args)} were given")
-        result = record(name, *args)
         if out is not None:
             if not isinstance(out, Array):
                 raise TypeError(f"{name}: out= must be a lazygraph Array, got {type(out).__name__}")
-            if result.shape != out.shape:
+            if out._readonly:  # NumPy checks this first, then dtypes, then shapes
+                raise ValueError(f"{name}: output array is read-only (a broadcast view)")
+            dtype = result_dtype(name, *args)
+            if not np.can_cast(dtype, out.dtype, "same_kind"):
+                raise TypeError(f"{name}: cannot cast output from {dtype} to out's {out.dtype}")
+        result = record(name, *args)
+        if out is not None:
+            try:  # as NumPy: the result broadcasts to out's shape
+                fits = tuple(np.broadcast_shapes(result.shape, out.shape)) == out.shape
+            except ValueError:
+                fits = False
+            if not fits:
                 raise ValueError(
                     f"{name}: out has shape {out.shape} but the result has shape {result.shape}"
                 )
-            if not np.can_cast(result.dtype, out.dtype, "same_kind"):
-                raise TypeError(f"{name}: cannot cast output from {result.dtype} to out's {out.dtype}")
             out._write(result, op=name)
             return out
         return result
@@ -81,11 +88,20 @@ def where(condition: Any, x: Any, y: Any) -> Array:
 def clip(x: Any, min: Any = None, max: Any = None) -> Array:
     """Limit values to [min, max] (either bound may be None)."""
     out = _arr(x)
-    if min is not None:
-        out = record("maximum", out, min)
-    if max is not None:
-        out = record("minimum", out, max)
-    return out if out is not x else copy_of(out)
+    if out.dtype.kind in "iu":
+        # As np.clip: Python-int bounds outside the integer dtype's range are no bound.
+        info = np.iinfo(out.dtype)
+        if type(min) is int and min <= info.min:
+            min = None
+        if type(max) is int and max >= info.max:
+            max = None
+    if min is None and max is None:
+        return record("positive", out)  # NumPy's identity clip: a copy (rejects bool)
+    if min is None:
+        return record("minimum", out, max)
+    if max is None:
+        return record("maximum", out, min)
+    return record("clip", out, min, max)
 
 
 def copy_of(x: Array) -> Array:
@@ -199,8 +215,20 @@ def einsum(subscripts: str, *operands: Any) -> Array:
     return record("einsum", *operands, subscripts=subscripts)
 
 
+def _contract(name: str, subscripts: str, a: Array, b: Array) -> Array:
+    """einsum on behalf of `name`: a shape mismatch names the function the user called."""
+    try:
+        return einsum(subscripts, a, b)
+    except ValueError as e:
+        raise ValueError(f"{name}: shapes {a.shape} and {b.shape} not aligned ({e})") from None
+
+
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
     """Sum products over the last `axes` axes of a and the first of b (or given axis lists)."""
+    return _tensordot(a, b, axes, "tensordot")
+
+
+def _tensordot(a: Any, b: Any, axes: Any, name: str) -> Array:
     a, b = _arr(a), _arr(b)
     if isinstance(axes, (int, np.integer)):
         n = int(axes)
@@ -215,12 +243,15 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
             raise ValueError("tensordot: shape-mismatch for sum (different numbers of axes)")
         ax_a = [x % a.ndim if a.ndim else x for x in ax_a]
         ax_b = [x % b.ndim if b.ndim else x for x in ax_b]
+    for i, j in zip(ax_a, ax_b):  # einsum would broadcast a size-1 dimension; NumPy does not here
+        if a.shape[i] != b.shape[j]:
+            raise ValueError(f"{name}: shapes {a.shape} and {b.shape} not aligned (axis {i} vs axis {j})")
     la = list(_LETTERS[: a.ndim])
     lb = list(_LETTERS[a.ndim : a.ndim + b.ndim])
     for i, j in zip(ax_a, ax_b):
         lb[j] = la[i]
     out = [c for k, c in enumerate(la) if k not in ax_a] + [c for k, c in enumerate(lb) if k not in ax_b]
-    return einsum(f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b)
+    return _contract(name, f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b)
 
 
 def dot(a: Any, b: Any) -> Array:
@@ -228,7 +259,7 @@ def dot(a: Any, b: Any) -> Array:
     a, b = _arr(a), _arr(b)
     if a.ndim == 0 or b.ndim == 0:
         return record("multiply", a, b)
-    return tensordot(a, b, axes=([-1], [max(b.ndim - 2, 0)]))
+    return _tensordot(a, b, ([-1], [b.ndim - 2 if b.ndim >= 2 else 0]), "dot")  # (max is the reduction here)
 
 
 def inner(a: Any, b: Any) -> Array:
@@ -236,7 +267,7 @@ def inner(a: Any, b: Any) -> Array:
     a, b = _arr(a), _arr(b)
     if a.ndim == 0 or b.ndim == 0:
         return record("multiply", a, b)
-    return tensordot(a, b, axes=([-1], [-1]))
+    return _tensordot(a, b, ([-1], [-1]), "inner")
 
 
 def outer(a: Any, b: Any) -> Array:
@@ -251,7 +282,10 @@ def vecdot(a: Any, b: Any, axis: int = -1) -> Array:
     a, b = _arr(a), _arr(b)
     if a.dtype.kind == "c" or b.dtype.kind == "c":
         raise TypeError("vecdot: complex inputs are not supported")
-    return einsum("...i,...i->...", moveaxis(a, axis, -1), moveaxis(b, axis, -1))
+    a, b = moveaxis(a, axis, -1), moveaxis(b, axis, -1)
+    if a.shape[-1] != b.shape[-1]:  # core dimensions do not broadcast
+        raise ValueError(f"vecdot: shapes {a.shape} and {b.shape} differ in the contracted axis")
+    return _contract("vecdot", "...i,...i->...", a, b)
 
 
 # -- evaluation and inspection ------------------------------------------------------

@@ -89,6 +89,13 @@ def record(op: str, *operands: Any, **attrs: Any) -> Array:
     return Array(Storage(Node(opdef, nodes, attrs, shape, dtype)))
 
 
+def result_dtype(op: str, *operands: Any) -> np.dtype:
+    """The dtype elementwise `op` records for these operands, shapes unchecked (NumPy's order)."""
+    from ops.base import dtype_by_example
+
+    return dtype_by_example(op, REGISTRY[op].dtype_fn, tuple(as_node(x, op) for x in operands))
+
+
 def from_node(node: Node) -> Array:
     """A fresh array holding `node`."""
     return Array(Storage(node))
@@ -209,17 +216,18 @@ class Array:
             raise TypeError(f"only size-1 arrays can be converted to Python scalars (shape {fmt_shape(self.shape)})")
         return self._value()
 
+    # Size-1 arrays of any ndim are left to NumPy's own conversion (NumPy 2.4 accepts only 0-d).
     def __float__(self) -> float:
-        return float(self._scalar("float").reshape(()))
+        return float(self._scalar("float"))
 
     def __int__(self) -> int:
-        return int(self._scalar("int").reshape(()))
+        return int(self._scalar("int"))
 
     def __complex__(self) -> complex:
-        return complex(self._scalar("complex").reshape(()))
+        return complex(self._scalar("complex"))
 
     def __index__(self) -> int:
-        if self.ndim != 0 or self.dtype.kind not in "iub":
+        if self.ndim != 0 or self.dtype.kind not in "iu":
             raise TypeError("only integer scalar arrays can be converted to a scalar index")
         return int(self._value())
 
@@ -252,12 +260,29 @@ class Array:
 
     # -- memory transactions ------------------------------------------------------------
 
-    def _write(self, value: Any, index: tuple | None = None, idx_nodes: tuple = (), op: str = "setitem") -> None:
+    def _write(
+        self, value: Any, index: tuple | None = None, idx_nodes: tuple = (), op: str = "setitem", element: bool = False
+    ) -> None:
         """Write `value` into this array's region (optionally indexed) of its storage."""
         if self._readonly:
             raise ValueError(f"{op}: assignment destination is read-only (a broadcast view)")
         base = self._storage.node
         vnode = as_node(value, op)
+        if element:
+            # the caller knows NumPy converts this value with at most the target's dimensions
+            from ops.movement import index_shape
+
+            target = self.shape if index is None else index_shape(self.shape, index, [n.shape for n in idx_nodes])
+            if vnode.ndim > len(target):
+                raise ValueError(
+                    f"{op}: setting an array element with a sequence (value of shape "
+                    f"{fmt_shape(vnode.shape)} into a region of shape {fmt_shape(target)})"
+                )
+        if vnode.op is SCALAR:
+            try:  # NumPy's checks on a Python scalar stored into this dtype (300 into int8, nan into int)
+                np.empty((), base.dtype)[()] = vnode.buffer
+            except (TypeError, ValueError, OverflowError) as e:
+                raise type(e)(f"{op}: {e}") from None
         if self._view is None and index is None and vnode.shape == base.shape and vnode.op is not SCALAR:
             if vnode.dtype != base.dtype:
                 vnode = record("astype", from_node(vnode), dtype=base.dtype).node
@@ -268,16 +293,20 @@ class Array:
         self._storage.set(Node(ASSIGN, (base, vnode, *idx_nodes), attrs, shape, dtype))
 
     def _inplace(self, op: str, other: Any) -> Array:
+        # NumPy's order of checks: read-only output, dtypes and casting, then shapes.
+        if self._readonly:
+            raise ValueError(f"{op}: output array is read-only (a broadcast view)")
+        dtype = result_dtype(op, self, other)
+        if not np.can_cast(dtype, self.dtype, "same_kind"):
+            raise TypeError(
+                f"{op}: cannot cast output from {dtype} to {self.dtype} "
+                f"with casting rule 'same_kind' (in-place operation on a {self.dtype} array)"
+            )
         result = record(op, self, other)
         if result.shape != self.shape:
             raise ValueError(
                 f"{op}: non-broadcastable output operand with shape {fmt_shape(self.shape)} "
                 f"doesn't match the broadcast shape {fmt_shape(result.shape)}"
-            )
-        if not np.can_cast(result.dtype, self.dtype, "same_kind"):
-            raise TypeError(
-                f"{op}: cannot cast output from {result.dtype} to {self.dtype} "
-                f"with casting rule 'same_kind' (in-place operation on a {self.dtype} array)"
             )
         self._write(result, op=op)
         return self
@@ -286,16 +315,54 @@ class Array:
         from lazygraph.indexing import parse_index
 
         basic, template, operands = parse_index(self, key, "setitem")
+        items = key if isinstance(key, tuple) else (key,)
+
+        def int_like(it: Any) -> bool:  # integers, and 0-d integer arrays (NumPy indexes with them alike)
+            if isinstance(it, (np.ndarray, Array)):
+                return it.ndim == 0 and it.dtype.kind in "iu"
+            return isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_))
+
+        # NumPy converts the value with at most the target's dimensions when it is a single
+        # element (every axis indexed by an integer) or a nested list written without index arrays.
+        element = len(items) == self.ndim and all(int_like(it) for it in items)
+        if element and self.dtype == np.bool_:
+            # NumPy stores the truth value of the object into a single bool element: a list's
+            # Python truthiness, or a size-1 array's value (larger arrays raise).
+            if isinstance(value, (list, tuple)):
+                value = bool(value)
+            elif np.size(value) == 1:
+                element = False
+        if element and self.dtype.kind in "iu" and isinstance(value, (list, tuple)):
+            raise TypeError(
+                f"setitem: int() argument must be a real number, not {type(value).__name__!r} "
+                "(a single element of an integer array)"
+            )
+        limit = element or (
+            isinstance(value, (list, tuple))
+            and all(int_like(it) or it is None or it is Ellipsis or isinstance(it, slice) for it in items)
+        )
+        if len(items) == 1 and isinstance(items[0], (np.ndarray, Array)) and items[0].dtype == np.bool_:
+            if items[0].ndim == self.ndim and np.ndim(value) > 1:
+                raise ValueError(
+                    "setitem: NumPy boolean array indexing assignment requires a 0 or 1-dimensional "
+                    f"input, input has {np.ndim(value)} dimensions"
+                )
         if template is None:
-            self._derive(basic)._write(value)
+            self._derive(basic)._write(value, element=limit)
         else:
-            self._write(value, template, tuple(as_node(o, "setitem") for o in operands))
+            self._write(value, template, tuple(as_node(o, "setitem") for o in operands), element=limit)
 
     def __getitem__(self, key: Any) -> Array:
         from lazygraph.indexing import parse_index
 
         basic, template, operands = parse_index(self, key, "getitem")
         if template is None:
+            items = key if isinstance(key, tuple) else (key,)
+            if len(items) == self.ndim and all(
+                isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in items
+            ):
+                # NumPy: one element by integers is a scalar, i.e. a copy (`s = x[1, 2]; s += 1`)
+                return from_node(self._derive(basic).node)
             return self._derive(basic)
         return record("gather", self, *operands, index=template)
 
@@ -304,20 +371,19 @@ class Array:
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         from lazygraph import api
 
-        name = api.UFUNC_NAMES.get(ufunc)
+        name = "matmul" if ufunc is np.matmul else api.UFUNC_NAMES.get(ufunc)
         if name is None or method != "__call__":
             return NotImplemented
         out = kwargs.pop("out", None)
         if kwargs:
             return NotImplemented
-        result = getattr(api, name)(*inputs)
         if out is not None:
             (target,) = out
-            if not isinstance(target, Array):
+            if not isinstance(target, Array) or name == "matmul":
                 return NotImplemented
-            target[...] = result
-            return target
-        return result
+            # out= follows NumPy's rules (same_kind casting, broadcast to out's shape)
+            return getattr(api, name)(*inputs, out=target)
+        return getattr(api, name)(*inputs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         import lazygraph

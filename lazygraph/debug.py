@@ -27,7 +27,7 @@ def log(msg: str, at: int = 1) -> None:
 
 
 def log_evaluation(roots: Sequence[Node], kernels: int, seconds: float) -> None:
-    """One line per evaluation at level 1; the executed graph at level 3."""
+    """One line per evaluation at level 1 (the executor logs kernels at 2, the graph at 3)."""
     _stats["evaluations"] += 1
     _stats["kernels"] += kernels
     lv = level()

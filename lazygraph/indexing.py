@@ -57,7 +57,8 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
     expanded: list[Any] = []
     for it in items:
         if it is Ellipsis:
-            expanded.extend([slice(None)] * (len(shape) - consumed))
+            # an Ellipsis standing for no dimensions is kept: it separates advanced indices
+            expanded.extend([slice(None)] * (len(shape) - consumed) or [Ellipsis])
         else:
             expanded.append(it)
 
@@ -65,6 +66,8 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
         basic: list[Any] = []
         dim = 0
         for it in expanded:
+            if it is Ellipsis:
+                continue
             if it is None:
                 basic.append(None)
                 continue
@@ -87,6 +90,9 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
         if it is None:
             template.append(("n",))
             continue
+        if it is Ellipsis:
+            template.append(("e",))
+            continue
         if isinstance(it, slice):
             if it.step == 0:
                 raise ValueError(f"{op}: slice step cannot be zero")
@@ -104,7 +110,13 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
 
 
 def _check_int(i: Any, n: int, dim: int, op: str) -> int:
-    i = operator.index(i)
+    try:
+        i = operator.index(i)
+    except TypeError:
+        raise IndexError(
+            f"{op}: only integers, slices (`:`), ellipsis (`...`), None and integer or boolean "
+            f"arrays are valid indices, got {type(i).__name__} {i!r}"
+        ) from None
     if not -n <= i < n:
         raise IndexError(f"{op}: index {i} is out of bounds for axis {dim} with size {n}")
     return i % n
@@ -128,7 +140,7 @@ def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str) -> list[An
     if arr.dtype == np.bool_:
         mask_shape = shape[dim : dim + arr.ndim]
         for k, (a, b) in enumerate(zip(arr.shape, mask_shape)):
-            if a != b:
+            if a != b and a != 0:  # NumPy lets an empty mask axis meet any size
                 raise IndexError(
                     f"{op}: boolean index did not match indexed array along axis {dim + k}; "
                     f"size of axis is {b} but size of corresponding boolean axis is {a}"

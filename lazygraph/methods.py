@@ -71,6 +71,14 @@ def _install() -> None:
     for dunder, op in _UNARY_DUNDERS.items():
         setattr(Array, f"__{dunder}__", _unary(op))
 
+    def _pow(self: Array, other: Any) -> Array:
+        # NumPy's `a ** 2` (Python int 2) is np.square(a): int8, not int64, for bool arrays.
+        if type(other) is int and other == 2 and self.dtype.kind == "b":
+            return record("square", self)
+        return record("pow", self, other)
+
+    Array.__pow__ = _pow
+
     def _reshape(self: Array, *new_shape: Any, copy: bool | None = None) -> Array:
         """New shape (a view when possible); accepts a tuple or separate ints."""
         if len(new_shape) == 1 and not isinstance(new_shape[0], int):

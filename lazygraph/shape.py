@@ -106,7 +106,14 @@ def reshape(x: Any, shape: Any, copy: bool | None = None) -> Array:
 
 
 def ravel(x: Any) -> Array:
-    """Flatten, as a view when possible."""
+    """Flatten: a view when x is C-contiguous, else a copy (as np.ravel, unlike reshape(-1))."""
+    x = _arr(x)
+    v = x.view_of()
+    expected = 1
+    for d, st in reversed(list(zip(v.shape, v.strides))):
+        if d != 1 and st != expected and v.size:
+            return record("reshape", x, shape=(x.size,))
+        expected *= d
     return reshape(x, (-1,))
 
 
@@ -153,6 +160,8 @@ def squeeze(x: Any, axis: Any = None) -> Array:
     x = _arr(x)
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
+    elif x.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
+        axes = ()  # NumPy lets a 0-d array "squeeze" axis 0 or -1
     else:
         axes = normalize_axes("squeeze", axis, x.ndim)
         for a in axes:

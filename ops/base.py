@@ -8,6 +8,7 @@ attach to the same instance.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -139,7 +140,8 @@ def _example(node: Node) -> Any:
     # Python scalars stay Python scalars so that NumPy applies its weak-scalar rules.
     if is_weak_scalar(node):
         return node.buffer
-    return np.zeros((1,) * node.ndim, dtype=node.dtype)
+    # Size-0 dimensions stay 0: NumPy raises no per-element errors (x ** -1) on empty arrays.
+    return np.zeros(tuple(0 if d == 0 else 1 for d in node.shape), dtype=node.dtype)
 
 
 _dtype_cache: dict[tuple, np.dtype] = {}
@@ -166,7 +168,8 @@ def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: An
     1000; results are cached per dtype signature when no Python int is involved.
     """
     sig = tuple(_weak_sig(n.buffer) if is_weak_scalar(n) else n.dtype for n in inputs)
-    value_dependent = False
+    # Empty stand-ins skip per-element errors (int ** -1), so they bypass the cache.
+    value_dependent = any(0 in n.shape for n in inputs)
     key = (op, sig, tuple(sorted(kwargs.items())))
     if not value_dependent:
         try:
@@ -174,7 +177,9 @@ def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: An
         except (KeyError, TypeError):
             pass
     try:
-        with np.errstate(all="ignore"):
+        # Stand-in values are not the user's data: their warnings (mean of empty slice) are noise.
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             out = fn(*(_example(n) for n in inputs), **kwargs)
     except TypeError as e:
         names = ", ".join(str(n.dtype) if not is_weak_scalar(n) else type(n.buffer).__name__ for n in inputs)
@@ -183,7 +188,7 @@ def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: An
         raise OverflowError(f"{op}: {e} (operands: {describe(inputs)})") from None
     except ValueError as e:
         raise ValueError(f"{op}: {e} (operands: {describe(inputs)})") from None
-    dtype = np.asarray(out).dtype
+    dtype = out if isinstance(out, np.dtype) else np.asarray(out).dtype  # result_type gives a dtype
     if not value_dependent:
         try:
             _dtype_cache[key] = dtype

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,12 @@ class Full(Op):
         shape = shape_arg("full", attrs["shape"])
         value = attrs["fill_value"]
         dtype = np.dtype(attrs["dtype"]) if attrs.get("dtype") is not None else np.asarray(value).dtype
+        try:  # NumPy's own checks on the fill value (300 into int8), now rather than at evaluation
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # evaluation warns as NumPy does, once
+                np.full((), value, dtype=dtype)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise type(e)(f"full: {e}") from None
         return shape, dtype, {"shape": shape, "fill_value": value, "dtype": dtype}
 
     def kernel(self, shape: tuple[int, ...], fill_value: Any, dtype: np.dtype) -> np.ndarray:

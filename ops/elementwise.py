@@ -31,8 +31,9 @@ class Elementwise(Op):
         """Broadcast shapes; NumPy's result dtype."""
         if len(inputs) != self.arity:
             raise TypeError(f"{self.name}: expected {self.arity} operands, got {len(inputs)}")
-        shape = broadcast_shapes(self.name, inputs)
+        # NumPy resolves the loop (dtypes) before it broadcasts: a TypeError wins.
         dtype = dtype_by_example(self.name, self.dtype_fn, inputs, **attrs)
+        shape = broadcast_shapes(self.name, inputs)
         return shape, dtype, attrs
 
     def kernel(self, *args: Any, **attrs: Any) -> Any:
@@ -154,4 +155,5 @@ register(Elementwise("sigmoid", _sigmoid, 1, dtype_fn=np.exp))
 register(Elementwise("erf", _erf, 1, dtype_fn=_erf))
 register(Elementwise("round", np.round, 1))
 register(Elementwise("where", np.where, 3))
+register(Elementwise("clip", np.clip, 3))  # both bounds: NumPy promotes the three operands together
 register(Cast())

@@ -82,12 +82,18 @@ def parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[s
             t = t.replace("...", "".join(ell[ell_nd - n :]))
         if len(t) != len(s):
             raise ValueError(f"einsum: term {t!r} does not match operand shape {fmt_shape(s)}")
+        here: dict[str, int] = {}
         for ch, d in zip(t, s):
             if not (ch.isalpha() or ord(ch) >= 0x100):
                 raise ValueError(f"einsum: invalid subscript {ch!r}")
+            if here.setdefault(ch, d) != d:
+                raise ValueError(
+                    f"einsum: dimensions in single operand for collapsing index {ch!r} don't match "
+                    f"({here[ch]} != {d})"
+                )
             if ch in sizes and sizes[ch] != d:
-                if ord(ch) >= 0x100 and 1 in (sizes[ch], d):
-                    sizes[ch] = max(sizes[ch], d)
+                if 1 in (sizes[ch], d):  # as NumPy, size-1 dimensions broadcast for any label
+                    sizes[ch] = d if sizes[ch] == 1 else sizes[ch]  # (1 yields, also to 0)
                     continue
                 raise ValueError(
                     f"einsum: dimension {ch!r} has size {sizes[ch]} in one operand and {d} in another "

@@ -3,7 +3,8 @@
 Writes are functional: `assign` returns a new version of the whole base buffer with a
 region replaced, so a recorded node never changes and reads recorded before a write
 still see the old value. The index template used by gathers and writes is data:
-("s", start, stop, step) | ("i", int) | ("n",) for None | ("a", k) for index operand k.
+("s", start, stop, step) | ("i", int) | ("n",) for None | ("a", k) for index operand k |
+("e",) for an Ellipsis that stands for no dimensions (it still separates advanced indices).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def build_index(template: Template, arrays: tuple[Any, ...]) -> tuple:
             out.append(it[1])
         elif tag == "n":
             out.append(None)
+        elif tag == "e":
+            out.append(Ellipsis)
         else:
             out.append(arrays[it[1]])
     return tuple(out)
@@ -66,6 +69,8 @@ def index_shape(src: tuple[int, ...], template: Template, index_shapes: list[tup
         tag = it[0]
         if tag == "n":
             out.append(1)
+            continue
+        if tag == "e":
             continue
         if tag == "s":
             out.append(len(range(*slice(it[1], it[2], it[3]).indices(src[dim]))))
@@ -304,6 +309,8 @@ class Pad(Op):
 
     def kernel(self, x: np.ndarray, pad_width: tuple, mode: str, constant_values: Any = 0) -> np.ndarray:
         """np.pad."""
+        if not pad_width:  # a 0-d array: np.pad returns a copy, but rejects the empty widths
+            return np.array(x, copy=True)
         if mode == "constant":
             return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
         return np.pad(x, pad_width, mode=mode)

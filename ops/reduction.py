@@ -19,6 +19,10 @@ from ops.base import (
 from ops.node import Node
 
 
+def _zero_d_axis(axis: Any) -> bool:
+    return isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and axis in (0, -1)
+
+
 class Reduction(Op):
     """Reduce over a set of axes; `identity=False` ops reject empty reductions."""
 
@@ -33,7 +37,10 @@ class Reduction(Op):
     def infer(self, inputs: tuple[Node, ...], attrs: dict):
         """Normalize axis to a sorted tuple; shape without (or with unit) reduced axes."""
         (x,) = inputs
-        axes = normalize_axes(self.name, attrs.get("axis"), x.ndim)
+        axis = attrs.get("axis")
+        if x.ndim == 0 and _zero_d_axis(axis) and self.name in ("sum", "prod", "max", "min", "any", "all"):
+            axis = ()  # NumPy's ufunc reductions accept axis 0 / -1 on a 0-d array
+        axes = normalize_axes(self.name, axis, x.ndim)
         keepdims = bool(attrs.get("keepdims", False))
         if not self.identity and any(x.shape[a] == 0 for a in axes):
             raise shape_error(
@@ -68,6 +75,8 @@ class ArgReduction(Op):
         (x,) = inputs
         axis = attrs.get("axis")
         keepdims = bool(attrs.get("keepdims", False))
+        if x.ndim == 0 and _zero_d_axis(axis):
+            axis = None  # as NumPy: a 0-d array is treated as 1-d here
         if axis is None:
             if x.size == 0:
                 raise shape_error(self.name, f"attempt to get {self.name} of an empty sequence", inputs)

@@ -1,0 +1,290 @@
+"""Recording cost and per-evaluation overhead of lazygraph's reference executor.
+
+    python3 benchmarks/bench_record.py            # full run (about 30 s on a desktop CPU)
+    python3 benchmarks/bench_record.py --quick    # smaller run (well under a minute)
+
+(a) Recording: the cost of recording one op without evaluating it, in microseconds, for
+    several op kinds (elementwise, views, reductions, matmul, in-place writes).
+(b) Evaluation overhead: small programs written once against a namespace (`np` or `lg`) and
+    timed both ways in the same run. The lazygraph time is the whole program as a user
+    writes it, recording plus evaluation at `.numpy()`; inputs are created beforehand in
+    both cases. Ratio = lazygraph / NumPy eager, the median over adjacent pairs of loops.
+
+Every figure is the median of several repeats, each timing a loop sized to run at least
+a few milliseconds, after a warm-up. In (b) the NumPy and lazygraph loops alternate, so both
+see the same machine load. BLAS runs on one thread unless OPENBLAS_NUM_THREADS,
+OMP_NUM_THREADS or MKL_NUM_THREADS is set. The last lines read `result: <metric> = <n>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+# One BLAS thread (unless set by the caller): the small matmuls here then measure lazygraph's
+# overhead rather than thread scheduling, which swings wildly on a busy machine.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+import lazygraph as lg  # noqa: E402
+
+# -- timing ---------------------------------------------------------------------------------
+
+
+def _loop_size(fn: Callable[[], Any], min_time: float) -> int:
+    """Calls per timed loop so that one loop lasts at least `min_time` (fn is warmed up)."""
+    fn()  # warm-up
+    number = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time or number >= 1 << 20:
+            return number
+        number *= 2 if elapsed == 0 else max(2, min(10, int(min_time / elapsed) + 1))
+
+
+def _sample(fn: Callable[[], Any], number: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
+def per_call_seconds(fn: Callable[[], Any], repeats: int, min_time: float) -> float:
+    """Median seconds per call of fn over `repeats` loops, each lasting at least `min_time`."""
+    number = _loop_size(fn, min_time)
+    return statistics.median(_sample(fn, number) for _ in range(repeats))
+
+
+def paired_seconds(
+    fn_a: Callable[[], Any], fn_b: Callable[[], Any], repeats: int, min_time: float
+) -> tuple[float, float, float]:
+    """Median seconds per call of two functions, and the median of the ratios b / a.
+
+    The loops alternate and each ratio compares two adjacent loops, so both sides see the
+    same machine load and the ratio stays meaningful on a busy machine.
+    """
+    n_a, n_b = _loop_size(fn_a, min_time), _loop_size(fn_b, min_time)
+    a, b = [], []
+    for _ in range(repeats):
+        a.append(_sample(fn_a, n_a))
+        b.append(_sample(fn_b, n_b))
+    ratio = statistics.median(y / x for x, y in zip(a, b))
+    return statistics.median(a), statistics.median(b), ratio
+
+
+# -- (a) recording --------------------------------------------------------------------------
+
+
+def lazy(shape: tuple[int, ...]) -> lg.Array:
+    """An array whose value is not computed yet (so views of it record view nodes)."""
+    return lg.asarray(np.ones(shape)) + 0.0
+
+
+def recording_cases(n_ops: int) -> list[tuple[str, Callable[[], None]]]:
+    """(name, fn) pairs; each fn records `n_ops` ops of one kind and evaluates nothing."""
+    shape = (64, 64)
+
+    def add() -> None:
+        a, b = lazy(shape), lazy(shape)
+        for _ in range(n_ops):
+            a + b
+
+    def mul_scalar() -> None:
+        a = lazy(shape)
+        for _ in range(n_ops):
+            a * 2.0
+
+    def tanh() -> None:
+        a = lazy(shape)
+        for _ in range(n_ops):
+            lg.tanh(a)
+
+    def chain() -> None:
+        y = lazy(shape)
+        for _ in range(n_ops):
+            y = y + 1.0
+
+    def getitem_view() -> None:
+        a = lazy(shape)
+        for _ in range(n_ops):
+            _ = a[1:, ::2].node  # a view enters the graph when it is used
+
+    def transpose() -> None:
+        a = lazy(shape)
+        for _ in range(n_ops):
+            _ = a.T.node
+
+    def reshape() -> None:
+        a = lazy(shape)
+        for _ in range(n_ops):
+            _ = a.reshape(-1).node
+
+    def sum_axis() -> None:
+        a = lazy(shape)
+        for _ in range(n_ops):
+            a.sum(axis=0)
+
+    def mean_all() -> None:
+        a = lazy(shape)
+        for _ in range(n_ops):
+            a.mean()
+
+    def matmul() -> None:
+        a, b = lazy(shape), lazy(shape)
+        for _ in range(n_ops):
+            a @ b
+
+    def iadd_view() -> None:
+        a = lazy(shape)
+        v = a[1:, ::2]
+        for _ in range(n_ops):
+            v += 1.0
+
+    def setitem_row() -> None:
+        a = lazy(shape)
+        for _ in range(n_ops):
+            a[0] = 0.0
+
+    return [
+        ("add a + b", add),
+        ("multiply a * 2.0", mul_scalar),
+        ("tanh(a)", tanh),
+        ("chain y = y + 1.0", chain),
+        ("view a[1:, ::2]", getitem_view),
+        ("transpose a.T", transpose),
+        ("reshape a.reshape(-1)", reshape),
+        ("reduce a.sum(axis=0)", sum_axis),
+        ("reduce a.mean()", mean_all),
+        ("matmul a @ b", matmul),
+        ("in-place v += 1.0 (view)", iadd_view),
+        ("setitem a[0] = 0.0", setitem_row),
+    ]
+
+
+def bench_recording(n_ops: int, repeats: int, min_time: float) -> dict[str, float]:
+    """Microseconds per recorded op, per kind."""
+    setup = per_call_seconds(lambda: (lazy((64, 64)), lazy((64, 64))), repeats, min_time)
+    out = {}
+    for name, fn in recording_cases(n_ops):
+        seconds = per_call_seconds(fn, repeats, min_time)
+        out[name] = max(seconds - setup, 0.0) / n_ops * 1e6
+    return out
+
+
+# -- (b) evaluation overhead ------------------------------------------------------------------
+
+
+def chain10(xp: Any, x: Any) -> Any:
+    """Ten elementwise ops."""
+    y = x * 1.5
+    y = y + 0.5
+    y = xp.tanh(y)
+    y = y * y
+    y = y - 0.25
+    y = xp.exp(y)
+    y = y / 3.0
+    y = xp.sqrt(y)
+    y = y + x
+    return xp.maximum(y, 0.1)
+
+
+def mlp(xp: Any, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
+    """Two dense layers: matmul + bias + tanh, then matmul + bias."""
+    h = xp.tanh(x @ w1 + b1)
+    return h @ w2 + b2
+
+
+def eval_cases() -> list[tuple[str, str, str, tuple[np.ndarray, ...], Callable]]:
+    """(case, size label, metric suffix, NumPy inputs, program)."""
+    rng = np.random.default_rng(0)
+    cases = []
+    sizes = [((1, 1), "small"), ((100,), "100"), ((10_000,), "10k"), ((1_000_000,), "1m")]
+    for shape, suffix in sizes:
+        label = "x".join(map(str, shape))
+        cases.append(("10-op elementwise chain", label, suffix, (rng.normal(size=shape),), chain10))
+    mlp_inputs = (
+        rng.normal(size=(32, 256)),
+        rng.normal(size=(256, 128)) / 16,
+        rng.normal(size=128),
+        rng.normal(size=(128, 10)) / 11,
+        rng.normal(size=10),
+    )
+    cases.append(("MLP forward 256-128-10", "batch 32", "mlp32", mlp_inputs, mlp))
+    return cases
+
+
+def bench_eval(repeats: int, min_time: float) -> list[tuple[str, str, str, float, float, float]]:
+    """(case, size, metric suffix, numpy seconds, lazygraph seconds, ratio) per case."""
+    rows = []
+    for case, label, suffix, np_inputs, program in eval_cases():
+        lg_inputs = tuple(lg.asarray(a) for a in np_inputs)
+        expected = program(np, *np_inputs)
+        got = program(lg, *lg_inputs).numpy()
+        if not np.allclose(got, expected, rtol=1e-12, atol=1e-12):
+            raise SystemExit(f"bench_record: {case} {label}: lazygraph and NumPy disagree")
+        t_np, t_lg, ratio = paired_seconds(
+            lambda p=program, a=np_inputs: p(np, *a),
+            lambda p=program, a=lg_inputs: p(lg, *a).numpy(),
+            repeats,
+            min_time,
+        )
+        rows.append((case, label, suffix, t_np, t_lg, ratio))
+    return rows
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer ops and repeats (well under a minute)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        n_ops, repeats, min_time = 500, 7, 0.01
+    else:
+        n_ops, repeats, min_time = 5000, 15, 0.05
+
+    print(
+        f"lazygraph {lg.__version__}, NumPy {np.__version__}, Python {platform.python_version()}, "
+        f"{platform.machine()} ({'quick' if args.quick else 'full'} run: median of {repeats} repeats)"
+    )
+    t_start = time.perf_counter()
+
+    print(f"\n(a) recording cost, {n_ops} ops per run, nothing evaluated")
+    print(f"{'op kind':<28} {'µs/op':>8}")
+    record = bench_recording(n_ops, repeats, min_time)
+    for name, us in record.items():
+        print(f"{name:<28} {us:>8.2f}")
+
+    print(
+        "\n(b) one evaluation, record + evaluate (lazygraph) vs eager (NumPy); ratio = median of paired ratios"
+    )
+    header = f"{'case':<26} {'size':>10} {'numpy µs':>12} {'lazygraph µs':>14} {'ratio':>8}"
+    print(header)
+    print("-" * len(header))
+    rows = bench_eval(repeats, min_time)
+    for case, label, _, t_np, t_lg, ratio in rows:
+        print(f"{case:<26} {label:>10} {t_np * 1e6:>12.1f} {t_lg * 1e6:>14.1f} {ratio:>8.2f}")
+
+    print(f"\ntotal {time.perf_counter() - t_start:.1f} s\n")
+    elementwise = [record[k] for k in ("add a + b", "multiply a * 2.0", "tanh(a)", "chain y = y + 1.0")]
+    print(f"result: record_us_per_op = {statistics.median(record.values()):.2f}")
+    print(f"result: record_us_per_elementwise_op = {statistics.median(elementwise):.2f}")
+    for _, _, suffix, _, _, ratio in rows:
+        print(f"result: eval_overhead_ratio_{suffix} = {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
