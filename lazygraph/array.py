@@ -93,7 +93,10 @@ def result_dtype(op: str, *operands: Any) -> np.dtype:
     """The dtype elementwise `op` records for these operands, shapes unchecked (NumPy's order)."""
     from ops.base import dtype_by_example
 
-    return dtype_by_example(op, REGISTRY[op].dtype_fn, tuple(as_node(x, op) for x in operands))
+    fn = getattr(REGISTRY[op], "dtype_fn", None)
+    if fn is None:  # not elementwise (matmul): recording checks shapes too
+        return record(op, *operands).dtype
+    return dtype_by_example(op, fn, tuple(as_node(x, op) for x in operands))
 
 
 def from_node(node: Node) -> Array:
@@ -342,8 +345,8 @@ class Array:
             and all(int_like(it) or it is None or it is Ellipsis or isinstance(it, slice) for it in items)
         )
         if len(items) == 1 and isinstance(items[0], (np.ndarray, Array)) and items[0].dtype == np.bool_:
-            if items[0].ndim == self.ndim and np.ndim(value) > 1:
-                raise ValueError(
+            if items[0].shape == self.shape and np.ndim(value) > 1:
+                raise TypeError(
                     "setitem: NumPy boolean array indexing assignment requires a 0 or 1-dimensional "
                     f"input, input has {np.ndim(value)} dimensions"
                 )

@@ -8,6 +8,7 @@ Other intermediates are released as soon as their last consumer has run.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 
@@ -60,17 +61,39 @@ def _run_kernel(node: Node, args: list) -> np.ndarray:
     return out
 
 
+def _consumers(order: list[Node]) -> dict[int, int]:
+    """How often each node is an input within the graph."""
+    counts: dict[int, int] = {}
+    for node in order:
+        for child in node.inputs:
+            counts[id(child)] = counts.get(id(child), 0) + 1
+    return counts
+
+
+def _held_outside(order: list[Node], consumers: dict[int, int]) -> set[int]:
+    """Nodes referenced from outside this graph: by a later-recorded, unevaluated consumer
+    (`loss` evaluated before the `w -= ...` that was recorded from the same `w`), or by an
+    array's cached view. Their values are memoized, or that history is recomputed by every
+    later evaluation and never freed. References within the graph are its consumers' inputs.
+    """
+    probe = [object()]  # the same loop on an object only the list holds: this Python's baseline
+    for obj in probe:
+        baseline = sys.getrefcount(obj)
+    held = set()
+    for node in order:
+        if sys.getrefcount(node) > baseline + consumers.get(id(node), 0):
+            held.add(id(node))
+    return held
+
+
 def evaluate(roots: Sequence[Node]) -> None:
     """Compute and memoize every root (one graph, one schedule)."""
     t0 = time.perf_counter()
     order = schedule(roots)
     if not order:
         return
-    remaining: dict[int, int] = {}
-    for node in order:
-        for child in node.inputs:
-            remaining[id(child)] = remaining.get(id(child), 0) + 1
-    keep = {id(r) for r in roots}
+    remaining = _consumers(order)
+    keep = {id(r) for r in roots} | _held_outside(order, remaining)
     values: dict[int, np.ndarray] = {}
     verbose = debug.level()
     if verbose >= 3:

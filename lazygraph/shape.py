@@ -177,7 +177,9 @@ def squeeze(x: Any, axis: Any = None) -> Array:
 def flip(x: Any, axis: Any = None) -> Array:
     """Reverse the order of elements along axes (a view)."""
     x = _arr(x)
-    return x._derive(flip_view(x.view_of(), normalize_axes("flip", axis, x.ndim)))
+    view = x._derive(flip_view(x.view_of(), normalize_axes("flip", axis, x.ndim)))
+    # NumPy flips by indexing, x[()] for a 0-d x: a scalar, i.e. a copy that later writes miss
+    return from_node(view.node) if x.ndim == 0 else view
 
 
 def concat(arrays: Sequence[Any], axis: int | None = 0) -> Array:

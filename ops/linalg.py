@@ -135,7 +135,11 @@ class Einsum(Op):
 
     def kernel(self, *xs: Any, subscripts: str) -> Any:
         """np.einsum with contraction-order optimization (BLAS where it applies)."""
-        return np.einsum(subscripts, *xs, optimize=len(xs) > 1)
+        labels, _, sizes = parse_einsum(subscripts, [np.shape(x) for x in xs])
+        # NumPy's optimized path mishandles a size-1 dimension broadcast against a longer one
+        # (np.einsum("ij,jk->ik", [[True, True]], [[1]], optimize=True) gives [[1]], not [[2]])
+        broadcast = any(d == 1 != sizes[c] for t, x in zip(labels, xs) for c, d in zip(t, np.shape(x)))
+        return np.einsum(subscripts, *xs, optimize=len(xs) > 1 and not broadcast)
 
 
 register(MatMul())
