@@ -1,10 +1,10 @@
 """lazygraph: NumPy-style arrays that record a graph and run it at evaluation points.
 
-    import lazygraph as lg
-    x = lg.asarray(np.arange(12.0).reshape(3, 4))
-    v = x[1:, ::2]; v += 1             # a view and an in-place write, recorded
-    y = lg.tanh(x @ x.T) * 2           # nothing computed yet
-    print(y.numpy(), float(x.sum()))   # evaluation points
+import lazygraph as lg
+x = lg.asarray(np.arange(12.0).reshape(3, 4))
+v = x[1:, ::2]; v += 1             # a view and an in-place write, recorded
+y = lg.tanh(x @ x.T) * 2           # nothing computed yet
+print(y.numpy(), float(x.sum()))   # evaluation points
 """
 
 from __future__ import annotations

@@ -44,9 +44,7 @@ def _elementwise(name: str, arity: int):
             except ValueError:
                 fits = False
             if not fits:
-                raise ValueError(
-                    f"{name}: out has shape {out.shape} but the result has shape {result.shape}"
-                )
+                raise ValueError(f"{name}: out has shape {out.shape} but the result has shape {result.shape}")
             out._write(result, op=name)
             return out
         return result
@@ -145,13 +143,27 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
     return record("mean", x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
-def var(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0, keepdims: bool = False, correction: float | None = None) -> Array:
+def var(
+    x: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    ddof: float = 0,
+    keepdims: bool = False,
+    correction: float | None = None,
+) -> Array:
     """Variance (ddof / array-API `correction` degrees of freedom removed)."""
     ddof = correction if correction is not None else ddof
     return record("var", x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
 
 
-def std(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0, keepdims: bool = False, correction: float | None = None) -> Array:
+def std(
+    x: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    ddof: float = 0,
+    keepdims: bool = False,
+    correction: float | None = None,
+) -> Array:
     """Standard deviation."""
     ddof = correction if correction is not None else ddof
     return record("std", x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)

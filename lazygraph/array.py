@@ -216,7 +216,9 @@ class Array:
 
     def _scalar(self, kind: str) -> np.ndarray:
         if self.size != 1:
-            raise TypeError(f"only size-1 arrays can be converted to Python scalars (shape {fmt_shape(self.shape)})")
+            raise TypeError(
+                f"only size-1 arrays can be converted to Python scalars (shape {fmt_shape(self.shape)})"
+            )
         return self._value()
 
     # Size-1 arrays of any ndim are left to NumPy's own conversion (NumPy 2.4 accepts only 0-d).
@@ -264,7 +266,12 @@ class Array:
     # -- memory transactions ------------------------------------------------------------
 
     def _write(
-        self, value: Any, index: tuple | None = None, idx_nodes: tuple = (), op: str = "setitem", element: bool = False
+        self,
+        value: Any,
+        index: tuple | None = None,
+        idx_nodes: tuple = (),
+        op: str = "setitem",
+        element: bool = False,
     ) -> None:
         """Write `value` into this array's region (optionally indexed) of its storage."""
         if self._readonly:
@@ -275,7 +282,9 @@ class Array:
             # the caller knows NumPy converts this value with at most the target's dimensions
             from ops.movement import index_shape
 
-            target = self.shape if index is None else index_shape(self.shape, index, [n.shape for n in idx_nodes])
+            target = (
+                self.shape if index is None else index_shape(self.shape, index, [n.shape for n in idx_nodes])
+            )
             if vnode.ndim > len(target):
                 raise ValueError(
                     f"{op}: setting an array element with a sequence (value of shape "
@@ -395,4 +404,3 @@ class Array:
         if impl is None or not callable(impl) or isinstance(impl, type):
             return NotImplemented
         return impl(*args, **kwargs)
-

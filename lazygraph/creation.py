@@ -55,7 +55,9 @@ def empty_like(x: Any, dtype: Any = None, device: str | None = None) -> Array:
     return full_like(x, 0, dtype, device)
 
 
-def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str | None = None) -> Array:
+def arange(
+    start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str | None = None
+) -> Array:
     """Evenly spaced values in [start, stop)."""
     check_device(device)
     if stop is None:
@@ -63,13 +65,17 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, devic
     return record("arange", start=start, stop=stop, step=step, dtype=dtype)
 
 
-def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None, device: str | None = None) -> Array:
+def linspace(
+    start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None, device: str | None = None
+) -> Array:
     """`num` evenly spaced samples from start to stop."""
     check_device(device)
     return record("linspace", start=start, stop=stop, num=num, endpoint=endpoint, dtype=dtype)
 
 
-def eye(n_rows: int, n_cols: int | None = None, k: int = 0, dtype: Any = None, device: str | None = None) -> Array:
+def eye(
+    n_rows: int, n_cols: int | None = None, k: int = 0, dtype: Any = None, device: str | None = None
+) -> Array:
     """Ones on the k-th diagonal."""
     check_device(device)
     return record("eye", n=n_rows, m=n_cols, k=k, dtype=dtype)

@@ -33,9 +33,7 @@ def log_evaluation(roots: Sequence[Node], kernels: int, seconds: float) -> None:
     lv = level()
     if lv >= 1:
         outs = ", ".join(f"{r.dtype}{list(r.shape)}" for r in roots)
-        log(
-            f"eval #{_stats['evaluations']}: {kernels} nodes run in {seconds * 1e3:.3f} ms -> {outs}"
-        )
+        log(f"eval #{_stats['evaluations']}: {kernels} nodes run in {seconds * 1e3:.3f} ms -> {outs}")
 
 
 def evaluation_stats() -> dict[str, int]:

@@ -133,7 +133,9 @@ def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str) -> list[An
             # The result's shape depends on the mask's values: evaluate it here.
             it = it.numpy()
         elif it.dtype.kind not in "iu":
-            raise IndexError(f"{op}: arrays used as indices must be of integer or boolean type, got {it.dtype}")
+            raise IndexError(
+                f"{op}: arrays used as indices must be of integer or boolean type, got {it.dtype}"
+            )
         else:
             return [it]
     arr = np.asarray(it)

@@ -97,8 +97,23 @@ def _install() -> None:
     Array.T = property(lambda self: shape.permute_dims(self), doc="Axes reversed (a view).")
     Array.mT = property(shape.matrix_transpose, doc="Last two axes swapped (a view).")
     for name in (
-        "sum", "prod", "mean", "var", "std", "max", "min", "any", "all", "argmax", "argmin",
-        "cumsum", "cumprod", "astype", "round", "clip", "dot",
+        "sum",
+        "prod",
+        "mean",
+        "var",
+        "std",
+        "max",
+        "min",
+        "any",
+        "all",
+        "argmax",
+        "argmin",
+        "cumsum",
+        "cumprod",
+        "astype",
+        "round",
+        "clip",
+        "dot",
     ):
         setattr(Array, name, getattr(api, name))
     for name in ("swapaxes", "flatten", "ravel", "squeeze", "copy", "flip"):

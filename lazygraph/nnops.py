@@ -44,9 +44,7 @@ def conv2d(
 ) -> Array:
     """2-D cross-correlation over NCHW input with (C_out, C_in/groups, kH, kW) weights."""
     operands = (x, weight) if bias is None else (x, weight, bias)
-    return record(
-        "conv2d", *operands, stride=stride, padding=padding, dilation=dilation, groups=groups
-    )
+    return record("conv2d", *operands, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 def max_pool2d(
@@ -59,7 +57,11 @@ def max_pool2d(
 
 
 def avg_pool2d(
-    x: Any, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0, count_include_pad: bool = True
+    x: Any,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    count_include_pad: bool = True,
 ) -> Array:
     """Mean over sliding windows of NCHW input."""
     return record(

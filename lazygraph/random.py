@@ -42,7 +42,14 @@ class Generator:
         """Uniform samples in [0, 1)."""
         return _leaf(self._rng.random(size), dtype)
 
-    def integers(self, low: int, high: int | None = None, size: Any = None, dtype: Any = np.int64, endpoint: bool = False) -> Array:
+    def integers(
+        self,
+        low: int,
+        high: int | None = None,
+        size: Any = None,
+        dtype: Any = np.int64,
+        endpoint: bool = False,
+    ) -> Array:
         """Random integers in [low, high) (or [0, low))."""
         return _leaf(self._rng.integers(low, high, size, dtype=dtype, endpoint=endpoint), None)
 

@@ -29,7 +29,9 @@ def asarray(x: Any, dtype: Any = None, device: str | None = None, copy: bool | N
     from lazygraph.array import constant
 
     if isinstance(x, (list, tuple)) and any(isinstance(e, Array) for e in x):
-        return stack([asarray(e) for e in x]) if dtype is None else stack([asarray(e) for e in x]).astype(dtype)
+        return (
+            stack([asarray(e) for e in x]) if dtype is None else stack([asarray(e) for e in x]).astype(dtype)
+        )
     return from_node(constant(x, dtype))
 
 
@@ -49,7 +51,9 @@ def permute_dims(x: Any, axes: Sequence[int] | None = None) -> Array:
         axes = tuple(range(x.ndim))[::-1]
     axes = tuple(normalize_axis("permute_dims", a, x.ndim) for a in axes)
     if sorted(axes) != list(range(x.ndim)):
-        raise ValueError(f"permute_dims: axes {axes} are not a permutation of an array of shape {fmt_shape(x.shape)}")
+        raise ValueError(
+            f"permute_dims: axes {axes} are not a permutation of an array of shape {fmt_shape(x.shape)}"
+        )
     return x._derive(permute_view(x.view_of(), axes))
 
 
@@ -82,7 +86,9 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Array:
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
-        raise ValueError("moveaxis: `source` and `destination` arguments must have the same number of elements")
+        raise ValueError(
+            "moveaxis: `source` and `destination` arguments must have the same number of elements"
+        )
     src = [normalize_axis("moveaxis", a, x.ndim) for a in src]
     dst = [normalize_axis("moveaxis", a, x.ndim) for a in dst]
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
@@ -101,7 +107,9 @@ def reshape(x: Any, shape: Any, copy: bool | None = None) -> Array:
     if view is not None:
         return x._derive(view)
     if copy is False:
-        raise ValueError(f"reshape: cannot reshape {fmt_shape(x.shape)} to {fmt_shape(shape)} without copying")
+        raise ValueError(
+            f"reshape: cannot reshape {fmt_shape(x.shape)} to {fmt_shape(shape)} without copying"
+        )
     return record("reshape", x, shape=shape)
 
 
@@ -126,9 +134,7 @@ def broadcast_to(x: Any, shape: Any) -> Array:
     """A read-only view with the given broadcast shape."""
     x = _arr(x)
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
-    ok = len(shape) >= x.ndim and all(
-        a == b or a == 1 for a, b in zip(x.shape, shape[len(shape) - x.ndim :])
-    )
+    ok = len(shape) >= x.ndim and all(a == b or a == 1 for a, b in zip(x.shape, shape[len(shape) - x.ndim :]))
     if not ok or any(d < 0 for d in shape):
         raise ValueError(
             f"broadcast_to: array of shape {fmt_shape(x.shape)} cannot be broadcast to shape {fmt_shape(shape)}"

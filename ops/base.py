@@ -106,8 +106,7 @@ def broadcast_shapes(op: str, nodes: Sequence[Node]) -> Shape:
     if not ok:
         raise shape_error(
             op,
-            "operands could not be broadcast together with shapes "
-            + " ".join(fmt_shape(s) for s in shapes),
+            "operands could not be broadcast together with shapes " + " ".join(fmt_shape(s) for s in shapes),
         )
     return tuple(out)
 
@@ -117,9 +116,7 @@ def normalize_axis(op: str, axis: int, ndim: int) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an integer, got {axis!r}")
     if not -ndim <= axis < ndim:
-        raise np.exceptions.AxisError(
-            f"{op}: axis {axis} is out of bounds for array of dimension {ndim}"
-        )
+        raise np.exceptions.AxisError(f"{op}: axis {axis} is out of bounds for array of dimension {ndim}")
     return int(axis) % ndim if ndim else 0
 
 

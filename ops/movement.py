@@ -46,7 +46,9 @@ def build_index(template: Template, arrays: tuple[Any, ...]) -> tuple:
     return tuple(out)
 
 
-def index_shape(src: tuple[int, ...], template: Template, index_shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+def index_shape(
+    src: tuple[int, ...], template: Template, index_shapes: list[tuple[int, ...]]
+) -> tuple[int, ...]:
     """Result shape of NumPy indexing with a (fully expanded) template.
 
     Integers next to index arrays count as advanced (0-d) indices. The broadcast shape of
@@ -133,7 +135,9 @@ class Assign(Op):
             raise type_error("setitem", f"cannot assign complex values into a {base.dtype} array")
         return base.shape, base.dtype, attrs
 
-    def kernel(self, base: np.ndarray, value: Any, *idx: Any, view: View | None = None, index: Template | None = None) -> np.ndarray:
+    def kernel(
+        self, base: np.ndarray, value: Any, *idx: Any, view: View | None = None, index: Template | None = None
+    ) -> np.ndarray:
         """Copy the base, write the value through the view/index (NumPy casting rules)."""
         out = np.array(base, copy=True, order="C")
         target = out if view is None else materialize(out, view, writeable=True)

@@ -9,9 +9,7 @@ from hypothesis import HealthCheck, settings
 
 # "ci" keeps the README's test command well under 15 minutes on 2 cores; "thorough" is
 # the long fuzzing run (LAZYGRAPH_HYPOTHESIS_PROFILE=thorough) done before resolving.
-settings.register_profile(
-    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile(
     "thorough", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

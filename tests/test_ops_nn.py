@@ -2,8 +2,6 @@
 kernels agree with naive loop references (and torch when it is installed), and bad
 arguments fail at record time with the op's name."""
 
-
-
 import itertools
 
 import numpy as np
