@@ -191,7 +191,10 @@ def test_einsum_bad_subscripts(fn, words):
     [
         (lambda: arr(3) & arr(3), ("bitwise_and", "float64")),
         (lambda: arr(3) | 1, ("bitwise_or", "float64")),
-        (lambda: lg.bitwise_xor(arr(2, dtype=np.float32), arr(2, dtype=np.int32)), ("bitwise_xor", "float32")),
+        (
+            lambda: lg.bitwise_xor(arr(2, dtype=np.float32), arr(2, dtype=np.int32)),
+            ("bitwise_xor", "float32"),
+        ),
         (lambda: ~arr(3), ("bitwise_invert", "float64")),
         (lambda: arr(3, dtype=np.int64) << 1.5, ("bitwise_left_shift", "float")),
         (lambda: lg.asarray(np.ones(3, bool)) - lg.asarray(np.ones(3, bool)), ("subtract", "bool")),

@@ -90,7 +90,15 @@ def eps_of(dtype) -> float:
 
 # Operator kinds for the error model.
 SELECT, ADD, MUL, DIV, DISC, SMOOTH, EXP, SING, SQUARE = (
-    "select", "add", "mul", "div", "disc", "smooth", "exp", "sing", "square"
+    "select",
+    "add",
+    "mul",
+    "div",
+    "disc",
+    "smooth",
+    "exp",
+    "sing",
+    "square",
 )
 
 
@@ -283,8 +291,15 @@ UNARY = {
 NO_UFUNC = {"sigmoid", "erf"}
 
 REDUCTIONS = {
-    "sum": "sum", "prod": "prod", "mean": "mean", "var": "var", "std": "std",
-    "max": SELECT, "min": SELECT, "any": DISC, "all": DISC,
+    "sum": "sum",
+    "prod": "prod",
+    "mean": "mean",
+    "var": "var",
+    "std": "std",
+    "max": SELECT,
+    "min": SELECT,
+    "any": DISC,
+    "all": DISC,
 }
 
 
@@ -371,7 +386,9 @@ def draw_basic_key(data, shape, oob_ok=True):
         size = shape[d]
         kind = data.draw(st.sampled_from(["int", "slice", "slice", "all"]), label="item")
         if kind == "int" and size > 0:
-            lo, hi = (-size - 1, size) if (oob_ok and data.draw(st.integers(0, 19)) == 0) else (-size, size - 1)
+            lo, hi = (
+                (-size - 1, size) if (oob_ok and data.draw(st.integers(0, 19)) == 0) else (-size, size - 1)
+            )
             items.append(data.draw(st.integers(lo, hi), label="int"))
         elif kind == "all":
             items.append(slice(None))
@@ -567,7 +584,9 @@ class LazyProgram(RuleBasedStateMachine):
 
         With `into` (an in-place target dtype) the operand's dtype usually casts to it.
         """
-        choice = data.draw(st.sampled_from(["compat", "compat", "scalar", "fresh", "const", "any"]), label="operand")
+        choice = data.draw(
+            st.sampled_from(["compat", "compat", "scalar", "fresh", "const", "any"]), label="operand"
+        )
         castable = into is not None and data.draw(st.integers(0, 4), label="castable") > 0
         dtypes = [d for d in DTYPES if np.can_cast(d, into, "same_kind")] if castable else DTYPES
         kinds = list({"b": "b", "i": "bi", "u": "bi"}.get(into.kind, "bif")) if castable else None
@@ -591,8 +610,10 @@ class LazyProgram(RuleBasedStateMachine):
             v = self.fresh(data, shape, dtype)
             return v.a, v.n, 0.0, v.name
         if choice == "compat":
-            v = self.pick(data, lambda w: (fits_into(w.shape, target) if not grow else broadcasts(w.shape, target))
-                          and ok(w))
+            v = self.pick(
+                data,
+                lambda w: (fits_into(w.shape, target) if not grow else broadcasts(w.shape, target)) and ok(w),
+            )
         else:
             v = self.pick(data, ok)
         if v is None:
@@ -622,7 +643,9 @@ class LazyProgram(RuleBasedStateMachine):
             a = lg_fn()
         except Exception as e:
             if n_exc is None:
-                raise AssertionError(f"{code}: NumPy accepts it but lazygraph raised {type(e).__name__}: {e}") from e
+                raise AssertionError(
+                    f"{code}: NumPy accepts it but lazygraph raised {type(e).__name__}: {e}"
+                ) from e
             assert _family_ok(n_exc, e), (
                 f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph {type(e).__name__} ({e})"
             )
@@ -631,7 +654,9 @@ class LazyProgram(RuleBasedStateMachine):
             note(f"# {code} -> {type(e).__name__} (as NumPy)")
             return None
         if n_exc is not None:
-            raise AssertionError(f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph recorded it")
+            raise AssertionError(
+                f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph recorded it"
+            )
         if not allow_eval:
             assert evaluations() == before, f"{code}: recording evaluated the graph"
         return self.adopt(a, n, kind_fn(np.asarray(n)), code)
@@ -647,22 +672,36 @@ class LazyProgram(RuleBasedStateMachine):
     def create(self, data):
         shape = data.draw(shapes, label="shape")
         dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
-        form = data.draw(st.sampled_from(["asarray", "asarray", "list", "full", "zeros", "arange", "eye"]), label="form")
+        form = data.draw(
+            st.sampled_from(["asarray", "asarray", "list", "full", "zeros", "arange", "eye"]), label="form"
+        )
         if form == "asarray":
             self.fresh(data, shape, dtype)
         elif form == "list":
             arr = draw_array(data, dtype, shape)
             lst = arr.tolist()
-            self.adopt(lg.asarray(lst, dtype=dtype), np.asarray(lst, dtype=dtype), 0.0,
-                       f"lg.asarray({lst!r}, dtype={dtype})")
+            self.adopt(
+                lg.asarray(lst, dtype=dtype),
+                np.asarray(lst, dtype=dtype),
+                0.0,
+                f"lg.asarray({lst!r}, dtype={dtype})",
+            )
         elif form == "full":
             fill = data.draw(py_scalars(dtype.kind), label="fill")
-            self.adopt(lg.full(shape, fill, dtype=dtype), np.full(shape, fill, dtype=dtype), 0.0,
-                       f"lg.full({shape}, {fill!r}, dtype={dtype})")
+            self.adopt(
+                lg.full(shape, fill, dtype=dtype),
+                np.full(shape, fill, dtype=dtype),
+                0.0,
+                f"lg.full({shape}, {fill!r}, dtype={dtype})",
+            )
         elif form == "zeros":
             fn = data.draw(st.sampled_from(["zeros", "ones"]))
-            self.adopt(getattr(lg, fn)(shape, dtype=dtype), getattr(np, fn)(shape, dtype=dtype), 0.0,
-                       f"lg.{fn}({shape}, dtype={dtype})")
+            self.adopt(
+                getattr(lg, fn)(shape, dtype=dtype),
+                getattr(np, fn)(shape, dtype=dtype),
+                0.0,
+                f"lg.{fn}({shape}, dtype={dtype})",
+            )
         elif form == "arange":
             k = data.draw(st.integers(0, 6), label="n")
             dt = data.draw(st.sampled_from([None, np.int32, np.float64]), label="adtype")
@@ -670,8 +709,12 @@ class LazyProgram(RuleBasedStateMachine):
         else:
             r, c = data.draw(st.integers(0, 4)), data.draw(st.integers(0, 4))
             k = data.draw(st.integers(-2, 2))
-            self.adopt(lg.eye(r, c, k=k, dtype=dtype), np.eye(r, c, k=k, dtype=dtype), 0.0,
-                       f"lg.eye({r}, {c}, k={k}, dtype={dtype})")
+            self.adopt(
+                lg.eye(r, c, k=k, dtype=dtype),
+                np.eye(r, c, k=k, dtype=dtype),
+                0.0,
+                f"lg.eye({r}, {c}, k={k}, dtype={dtype})",
+            )
 
     # -- elementwise -----------------------------------------------------------------------
 
@@ -761,8 +804,12 @@ class LazyProgram(RuleBasedStateMachine):
             if x.err > 0:
                 return
             dec = data.draw(st.integers(0, 1), label="decimals")
-            self.record(f"lg.round({x.name}, {dec})", lambda: lg.round(x.a, dec), lambda: np.round(x.n, dec),
-                        lambda out: 0.0 if dec == 0 or out.dtype.kind != "f" else 2 * eps_of(out.dtype) * mag(out))
+            self.record(
+                f"lg.round({x.name}, {dec})",
+                lambda: lg.round(x.a, dec),
+                lambda: np.round(x.n, dec),
+                lambda out: 0.0 if dec == 0 or out.dtype.kind != "f" else 2 * eps_of(out.dtype) * mag(out),
+            )
         elif form == "clip":
             kind = "i" if x.n.dtype.kind in "iu" else "f"
             lo = data.draw(st.one_of(st.none(), py_scalars(kind)), label="lo")
@@ -772,8 +819,12 @@ class LazyProgram(RuleBasedStateMachine):
             method = data.draw(st.booleans(), label="method")
             lg_fn = (lambda: x.a.clip(lo, hi)) if method else (lambda: lg.clip(x.a, lo, hi))
             ins = [(x.n, x.err)]
-            self.record(f"lg.clip({x.name}, {lo!r}, {hi!r})", lg_fn, lambda: np.clip(x.n, lo, hi),
-                        lambda out: op_err(SELECT, ins, out))
+            self.record(
+                f"lg.clip({x.name}, {lo!r}, {hi!r})",
+                lg_fn,
+                lambda: np.clip(x.n, lo, hi),
+                lambda out: op_err(SELECT, ins, out),
+            )
         else:
             c = self.pick(data, lambda v: v.err == 0, label="cond")
             if c is None:
@@ -781,8 +832,12 @@ class LazyProgram(RuleBasedStateMachine):
             y = self.operand(data, c.shape)
             z = self.operand(data, c.shape)
             ins = [(x.n, x.err), (np.asarray(y[1]), y[2]), (np.asarray(z[1]), z[2])]
-            self.record(f"lg.where({c.name}, {y[3]}, {z[3]})", lambda: lg.where(c.a, y[0], z[0]),
-                        lambda: np.where(c.n, y[1], z[1]), lambda out: op_err(SELECT, ins[1:], out))
+            self.record(
+                f"lg.where({c.name}, {y[3]}, {z[3]})",
+                lambda: lg.where(c.a, y[0], z[0]),
+                lambda: np.where(c.n, y[1], z[1]),
+                lambda out: op_err(SELECT, ins[1:], out),
+            )
 
     # -- reductions and matmul ------------------------------------------------------------
 
@@ -790,11 +845,15 @@ class LazyProgram(RuleBasedStateMachine):
     def reduce(self, data):
         x = self.pick(data)
         nd = x.n.ndim
-        name = data.draw(st.sampled_from(sorted(REDUCTIONS) + ["argmax", "argmin", "cumsum", "cumprod"]), label="op")
+        name = data.draw(
+            st.sampled_from(sorted(REDUCTIONS) + ["argmax", "argmin", "cumsum", "cumprod"]), label="op"
+        )
         scan_or_arg = name in ("argmax", "argmin", "cumsum", "cumprod")
         axis_st = [st.none(), st.integers(-nd - 1, nd)] if nd else [st.none(), st.just(0)]
         if not scan_or_arg and nd:
-            axis_st.append(st.lists(st.integers(-nd, nd - 1), min_size=0, max_size=nd, unique=True).map(tuple))
+            axis_st.append(
+                st.lists(st.integers(-nd, nd - 1), min_size=0, max_size=nd, unique=True).map(tuple)
+            )
         axis = data.draw(st.one_of(*axis_st), label="axis")
         kw = {"axis": axis}
         if name not in ("cumsum", "cumprod"):
@@ -822,7 +881,10 @@ class LazyProgram(RuleBasedStateMachine):
             else:
                 count = x.n.size // out.size if out.size else 0
             if out.dtype.kind in "iu" or kind == "sum" and "dtype" in kw:
-                if int_bound(kind if kind != SELECT else DISC, ins, count=count) > INT_LIMIT or mag(out) > INT_KEEP:
+                if (
+                    int_bound(kind if kind != SELECT else DISC, ins, count=count) > INT_LIMIT
+                    or mag(out) > INT_KEEP
+                ):
                     return None
             if kind == "prod" and out.dtype.kind == "f" and count > 4:
                 return None
@@ -858,7 +920,11 @@ class LazyProgram(RuleBasedStateMachine):
         if form == "@":
             lg_fn, np_fn, code = (lambda: a.a @ b.a), (lambda: a.n @ b.n), f"{a} @ {b}"
         elif form == "func":
-            lg_fn, np_fn, code = (lambda: lg.matmul(a.a, b.a)), (lambda: np.matmul(a.n, b.n)), f"lg.matmul({a}, {b})"
+            lg_fn, np_fn, code = (
+                (lambda: lg.matmul(a.a, b.a)),
+                (lambda: np.matmul(a.n, b.n)),
+                f"lg.matmul({a}, {b})",
+            )
         elif form == "np":
             lg_fn, np_fn, code = (lambda: a.n @ b.a), (lambda: a.n @ b.n), f"{a}_numpy @ {b}"
         elif form == "dot":
@@ -876,7 +942,9 @@ class LazyProgram(RuleBasedStateMachine):
                 # np.dot scales with BLAS: 0 * nan may give 0 there
                 finite = all(all_finite(x) for x, _ in ins)
                 return op_err(MUL, ins, out) if finite else None
-            if out.dtype.kind in "iu" and (int_bound("matmul", ins, count=k) > INT_LIMIT or mag(out) > INT_KEEP):
+            if out.dtype.kind in "iu" and (
+                int_bound("matmul", ins, count=k) > INT_LIMIT or mag(out) > INT_KEEP
+            ):
                 return None
             return op_err("matmul", ins, out, count=k)
 
@@ -888,9 +956,24 @@ class LazyProgram(RuleBasedStateMachine):
     def reshape_like(self, data):
         x = self.pick(data)
         nd = x.n.ndim
-        op = data.draw(st.sampled_from(
-            ["reshape", "transpose", "T", "mT", "swapaxes", "moveaxis", "expand_dims", "squeeze",
-             "flip", "broadcast_to", "ravel"]), label="op")
+        op = data.draw(
+            st.sampled_from(
+                [
+                    "reshape",
+                    "transpose",
+                    "T",
+                    "mT",
+                    "swapaxes",
+                    "moveaxis",
+                    "expand_dims",
+                    "squeeze",
+                    "flip",
+                    "broadcast_to",
+                    "ravel",
+                ]
+            ),
+            label="op",
+        )
         ax = st.integers(-nd - 1, nd)  # includes out-of-range axes (AxisError both sides)
         if op == "reshape":
             shape = data.draw(st.sampled_from(reshape_targets(x.n.size)), label="shape")
@@ -903,8 +986,15 @@ class LazyProgram(RuleBasedStateMachine):
                 lg_fn, code = (lambda: lg.reshape(x.a, shape)), f"lg.reshape({x}, {shape})"
             np_fn = lambda: np.reshape(x.n, shape)  # noqa: E731
         elif op == "transpose":
-            axes = data.draw(st.one_of(st.none(), st.permutations(range(nd)).map(
-                lambda p: tuple(a - nd if i % 2 else a for i, a in enumerate(p)))), label="axes")
+            axes = data.draw(
+                st.one_of(
+                    st.none(),
+                    st.permutations(range(nd)).map(
+                        lambda p: tuple(a - nd if i % 2 else a for i, a in enumerate(p))
+                    ),
+                ),
+                label="axes",
+            )
             lg_fn, code = (lambda: lg.permute_dims(x.a, axes)), f"lg.permute_dims({x}, {axes})"
             np_fn = lambda: np.transpose(x.n, axes)  # noqa: E731
         elif op == "T":
@@ -913,36 +1003,67 @@ class LazyProgram(RuleBasedStateMachine):
             lg_fn, np_fn, code = (lambda: x.a.mT), (lambda: x.n.mT), f"{x}.mT"
         elif op == "swapaxes":
             a1, a2 = data.draw(ax), data.draw(ax)
-            lg_fn, np_fn, code = (lambda: lg.swapaxes(x.a, a1, a2)), (lambda: np.swapaxes(x.n, a1, a2)), \
-                f"lg.swapaxes({x}, {a1}, {a2})"
+            lg_fn, np_fn, code = (
+                (lambda: lg.swapaxes(x.a, a1, a2)),
+                (lambda: np.swapaxes(x.n, a1, a2)),
+                f"lg.swapaxes({x}, {a1}, {a2})",
+            )
         elif op == "moveaxis":
             a1, a2 = data.draw(ax), data.draw(ax)
-            lg_fn, np_fn, code = (lambda: lg.moveaxis(x.a, a1, a2)), (lambda: np.moveaxis(x.n, a1, a2)), \
-                f"lg.moveaxis({x}, {a1}, {a2})"
+            lg_fn, np_fn, code = (
+                (lambda: lg.moveaxis(x.a, a1, a2)),
+                (lambda: np.moveaxis(x.n, a1, a2)),
+                f"lg.moveaxis({x}, {a1}, {a2})",
+            )
         elif op == "expand_dims":
-            axis = data.draw(st.one_of(st.integers(-nd - 2, nd + 1),
-                                       st.lists(st.integers(-nd - 2, nd + 1), max_size=2).map(tuple)), label="axis")
-            lg_fn, np_fn, code = (lambda: lg.expand_dims(x.a, axis)), (lambda: np.expand_dims(x.n, axis)), \
-                f"lg.expand_dims({x}, {axis})"
+            axis = data.draw(
+                st.one_of(
+                    st.integers(-nd - 2, nd + 1),
+                    st.lists(st.integers(-nd - 2, nd + 1), max_size=2).map(tuple),
+                ),
+                label="axis",
+            )
+            lg_fn, np_fn, code = (
+                (lambda: lg.expand_dims(x.a, axis)),
+                (lambda: np.expand_dims(x.n, axis)),
+                f"lg.expand_dims({x}, {axis})",
+            )
         elif op == "squeeze":
             ones = [i for i, d in enumerate(x.shape) if d == 1]
-            axis = data.draw(st.one_of(st.none(), st.sampled_from(ones) if ones else st.none(),
-                                       st.lists(st.sampled_from(ones), unique=True).map(tuple) if ones else st.none(),
-                                       ax), label="axis")
-            lg_fn, np_fn, code = (lambda: lg.squeeze(x.a, axis)), (lambda: np.squeeze(x.n, axis)), \
-                f"lg.squeeze({x}, {axis})"
+            axis = data.draw(
+                st.one_of(
+                    st.none(),
+                    st.sampled_from(ones) if ones else st.none(),
+                    st.lists(st.sampled_from(ones), unique=True).map(tuple) if ones else st.none(),
+                    ax,
+                ),
+                label="axis",
+            )
+            lg_fn, np_fn, code = (
+                (lambda: lg.squeeze(x.a, axis)),
+                (lambda: np.squeeze(x.n, axis)),
+                f"lg.squeeze({x}, {axis})",
+            )
         elif op == "flip":
             axes = st.lists(st.integers(-nd, nd - 1), unique=True).map(tuple) if nd else st.just(())
             axis = data.draw(st.one_of(st.none(), ax, axes), label="axis")
-            lg_fn, np_fn, code = (lambda: lg.flip(x.a, axis)), (lambda: np.flip(x.n, axis)), f"lg.flip({x}, {axis})"
+            lg_fn, np_fn, code = (
+                (lambda: lg.flip(x.a, axis)),
+                (lambda: np.flip(x.n, axis)),
+                f"lg.flip({x}, {axis})",
+            )
         elif op == "broadcast_to":
             lead = data.draw(st.lists(st.integers(0, 3), max_size=2), label="lead")
-            shape = tuple(lead) + tuple(data.draw(st.integers(1, 3)) if d == 1 and data.draw(st.booleans()) else d
-                                        for d in x.shape)
+            shape = tuple(lead) + tuple(
+                data.draw(st.integers(1, 3)) if d == 1 and data.draw(st.booleans()) else d for d in x.shape
+            )
             if data.draw(st.integers(0, 9), label="bad") == 0:
                 shape = shape[1:] + (5,)
-            lg_fn, np_fn, code = (lambda: lg.broadcast_to(x.a, shape)), (lambda: np.broadcast_to(x.n, shape)), \
-                f"lg.broadcast_to({x}, {shape})"
+            lg_fn, np_fn, code = (
+                (lambda: lg.broadcast_to(x.a, shape)),
+                (lambda: np.broadcast_to(x.n, shape)),
+                f"lg.broadcast_to({x}, {shape})",
+            )
         else:
             lg_fn, np_fn, code = (lambda: lg.ravel(x.a)), (lambda: np.ravel(x.n)), f"lg.ravel({x})"
         self.record(code, lg_fn, np_fn, lambda out: x.err)
@@ -983,9 +1104,21 @@ class LazyProgram(RuleBasedStateMachine):
         if x is None:
             return
         size = x.shape[0]
-        idx = self.pick(data, lambda v: v.err == 0 and (
-            (v.n.dtype.kind in "iu" and v.n.ndim <= 2 and (v.n.size == 0 or (v.n.min() >= -size and v.n.max() < size)))
-            or (v.n.dtype == np.bool_ and v.shape == x.shape[: v.n.ndim] and v.n.ndim >= 1)), label="index")
+        idx = self.pick(
+            data,
+            lambda v: (
+                v.err == 0
+                and (
+                    (
+                        v.n.dtype.kind in "iu"
+                        and v.n.ndim <= 2
+                        and (v.n.size == 0 or (v.n.min() >= -size and v.n.max() < size))
+                    )
+                    or (v.n.dtype == np.bool_ and v.shape == x.shape[: v.n.ndim] and v.n.ndim >= 1)
+                )
+            ),
+            label="index",
+        )
         if idx is None:
             return
         self.record(f"{x}[{idx}]", lambda: x.a[idx.a], lambda: x.n[idx.n], lambda out: x.err, allow_eval=True)
@@ -1000,7 +1133,9 @@ class LazyProgram(RuleBasedStateMachine):
         if stack:
             axis = data.draw(st.integers(-nd - 1, nd), label="axis")
         else:
-            axis = data.draw(st.one_of(st.none(), st.integers(-nd, nd - 1) if nd else st.just(0)), label="axis")
+            axis = data.draw(
+                st.one_of(st.none(), st.integers(-nd, nd - 1) if nd else st.just(0)), label="axis"
+            )
         parts = [x]
         for _ in range(data.draw(st.integers(0, 2), label="n_more")):
             shape = list(x.shape)
@@ -1014,19 +1149,29 @@ class LazyProgram(RuleBasedStateMachine):
         names = ", ".join(p.name for p in parts)
         ins = [(p.n, p.err) for p in parts]
         if stack:
-            self.record(f"lg.stack([{names}], axis={axis})", lambda: lg.stack([p.a for p in parts], axis=axis),
-                        lambda: np.stack([p.n for p in parts], axis=axis), lambda out: op_err(SELECT, ins, out))
+            self.record(
+                f"lg.stack([{names}], axis={axis})",
+                lambda: lg.stack([p.a for p in parts], axis=axis),
+                lambda: np.stack([p.n for p in parts], axis=axis),
+                lambda out: op_err(SELECT, ins, out),
+            )
         else:
-            self.record(f"lg.concat([{names}], axis={axis})", lambda: lg.concat([p.a for p in parts], axis=axis),
-                        lambda: np.concatenate([p.n for p in parts], axis=axis), lambda out: op_err(SELECT, ins, out))
+            self.record(
+                f"lg.concat([{names}], axis={axis})",
+                lambda: lg.concat([p.a for p in parts], axis=axis),
+                lambda: np.concatenate([p.n for p in parts], axis=axis),
+                lambda out: op_err(SELECT, ins, out),
+            )
 
     # -- copies and casts --------------------------------------------------------------------
 
     @rule(data=st.data())
     def copy_or_cast(self, data):
         x = self.pick(data)
-        form = data.draw(st.sampled_from(["copy", "method", "array", "asarray_copy", "asarray", "flatten", "astype"]),
-                         label="form")
+        form = data.draw(
+            st.sampled_from(["copy", "method", "array", "asarray_copy", "asarray", "flatten", "astype"]),
+            label="form",
+        )
         if form == "astype":
             dt = data.draw(st.sampled_from(DTYPES), label="to")
             method = data.draw(st.booleans(), label="method")
@@ -1040,8 +1185,12 @@ class LazyProgram(RuleBasedStateMachine):
                     return op_err("cast", ins, out)
                 return op_err(DISC, ins, out)
 
-            self.record(f"{x}.astype({dt})", (lambda: x.a.astype(dt)) if method else (lambda: lg.astype(x.a, dt)),
-                        lambda: x.n.astype(dt), err)
+            self.record(
+                f"{x}.astype({dt})",
+                (lambda: x.a.astype(dt)) if method else (lambda: lg.astype(x.a, dt)),
+                lambda: x.n.astype(dt),
+                err,
+            )
             return
         lg_fn, np_fn = {
             "copy": (lambda: lg.copy(x.a), lambda: np.copy(x.n)),
@@ -1067,8 +1216,11 @@ class LazyProgram(RuleBasedStateMachine):
             return
         key = None
         if form == "sub":
-            key = draw_basic_key(data, v.shape, oob_ok=False) if data.draw(st.booleans()) else \
-                draw_adv_key(data, v.shape, for_write=True)
+            key = (
+                draw_basic_key(data, v.shape, oob_ok=False)
+                if data.draw(st.booleans())
+                else draw_adv_key(data, v.shape, for_write=True)
+            )
             if key is None:
                 return
             with quiet():
@@ -1079,15 +1231,20 @@ class LazyProgram(RuleBasedStateMachine):
             tshape = np.shape(region)
         else:
             tshape = v.shape
-        yl, yn, ey, ys = self.operand(data, tshape, grow=data.draw(st.integers(0, 5)) == 0, exact=exact,
-                                      into=v.n.dtype)
+        yl, yn, ey, ys = self.operand(
+            data, tshape, grow=data.draw(st.integers(0, 5)) == 0, exact=exact, into=v.n.dtype
+        )
         yn = np.asarray(yn) if not isinstance(yn, (bool, int, float)) else yn
         if form == "sub":
             code = f"{v}[{fmt_key(key)}] {name}= {ys}"
         elif form == "aug":
             code = f"{v} {name}= {ys}"
         else:
-            code = f"lg.{name}({v}, {ys}, out={v})" if form == "out" else f"np.{npf.__name__}({v}, {ys}, out={v})"
+            code = (
+                f"lg.{name}({v}, {ys}, out={v})"
+                if form == "out"
+                else f"np.{npf.__name__}({v}, {ys}, out={v})"
+            )
 
         def np_apply(target):
             if form == "sub":
@@ -1136,11 +1293,14 @@ class LazyProgram(RuleBasedStateMachine):
                 lg_apply()
             except Exception as e:
                 assert _family_ok(n_exc, e), (
-                    f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph {type(e).__name__} ({e})")
+                    f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph {type(e).__name__} ({e})"
+                )
                 assert evaluations() == before, f"{code}: the error was not raised at record time"
                 note(f"# {code} -> {type(e).__name__} (as NumPy)")
                 return
-            raise AssertionError(f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph accepted it")
+            raise AssertionError(
+                f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph accepted it"
+            )
         # 2. Is the result safe to keep (overflow-free, within the error model)?
         region_n = v.n if key is None else np.asarray(v.n[key])
         ins = [(region_n, v.err), (np.asarray(yn), ey)]
@@ -1152,7 +1312,10 @@ class LazyProgram(RuleBasedStateMachine):
                 return
         new = trial if key is None else np.asarray(trial[key])
         if np.asarray(full).dtype.kind in "iu" or new.dtype.kind in "iu":
-            if int_bound(kind if kind in (ADD, MUL, "shift") else DISC, ins) > INT_LIMIT or mag(full) > INT_KEEP:
+            if (
+                int_bound(kind if kind in (ADD, MUL, "shift") else DISC, ins) > INT_LIMIT
+                or mag(full) > INT_KEEP
+            ):
                 return
         err = op_err(kind if kind != "shift" else DISC, ins, full)
         if err is not None and new.dtype != np.asarray(full).dtype and new.dtype.kind == "f":
@@ -1166,7 +1329,9 @@ class LazyProgram(RuleBasedStateMachine):
         try:
             lg_apply()
         except Exception as e:
-            raise AssertionError(f"{code}: NumPy accepts it but lazygraph raised {type(e).__name__}: {e}") from e
+            raise AssertionError(
+                f"{code}: NumPy accepts it but lazygraph raised {type(e).__name__}: {e}"
+            ) from e
         assert evaluations() == before, f"{code}: recording evaluated the graph"
         assert v.a.shape == v.n.shape and v.a.dtype == v.n.dtype
         note(code + (f"    # err<={err:.3g}" if err else ""))
@@ -1208,11 +1373,14 @@ class LazyProgram(RuleBasedStateMachine):
                 v.a[key] = yl
             except Exception as e:
                 assert _family_ok(n_exc, e), (
-                    f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph {type(e).__name__} ({e})")
+                    f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph {type(e).__name__} ({e})"
+                )
                 assert evaluations() == before, f"{code}: the error was not raised at record time"
                 note(f"# {code} -> {type(e).__name__} (as NumPy)")
                 return
-            raise AssertionError(f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph accepted it")
+            raise AssertionError(
+                f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph accepted it"
+            )
         yarr = np.asarray(yn)
         tdt = v.n.dtype
         if tdt.kind in "iu" and yarr.dtype.kind == "f" and (not all_finite(yarr) or mag(yarr) >= 2**31):
@@ -1220,7 +1388,9 @@ class LazyProgram(RuleBasedStateMachine):
         if tdt.kind != "f":
             err = op_err(DISC, [(yarr, ey)], np.zeros((), tdt))
         elif yarr.dtype != tdt:
-            err = op_err("cast", [(yarr, ey)], np.asarray(yarr, dtype=tdt) if yarr.size else np.zeros((), tdt))
+            err = op_err(
+                "cast", [(yarr, ey)], np.asarray(yarr, dtype=tdt) if yarr.size else np.zeros((), tdt)
+            )
         else:
             err = ey
         if err is None:
@@ -1230,7 +1400,9 @@ class LazyProgram(RuleBasedStateMachine):
         try:
             v.a[key] = yl
         except Exception as e:
-            raise AssertionError(f"{code}: NumPy accepts it but lazygraph raised {type(e).__name__}: {e}") from e
+            raise AssertionError(
+                f"{code}: NumPy accepts it but lazygraph raised {type(e).__name__}: {e}"
+            ) from e
         assert evaluations() == before, f"{code}: recording evaluated the graph"
         note(code)
         self.written(v.n, err)
@@ -1247,7 +1419,9 @@ class LazyProgram(RuleBasedStateMachine):
     @rule(data=st.data())
     def evaluate_one(self, data):
         v = self.pick(data)
-        form = data.draw(st.sampled_from(["numpy", "asarray", "tolist", "iter", "print", "scalar"]), label="form")
+        form = data.draw(
+            st.sampled_from(["numpy", "asarray", "tolist", "iter", "print", "scalar"]), label="form"
+        )
         note(f"# evaluate {v}: {form}")
         if form == "numpy":
             got = v.a.numpy()
@@ -1329,7 +1503,9 @@ def fmt_key(key) -> str:
         if it is Ellipsis:
             out.append("...")
         elif isinstance(it, slice):
-            out.append(":".join("" if p is None else str(p) for p in (it.start, it.stop, it.step)).rstrip(":") or ":")
+            out.append(
+                ":".join("" if p is None else str(p) for p in (it.start, it.stop, it.step)).rstrip(":") or ":"
+            )
         elif isinstance(it, np.ndarray):
             out.append(f"np.array({it.tolist()!r})")
         else:
@@ -1458,7 +1634,10 @@ def test_einsum_broadcasts_size_one_dimensions_like_numpy():
         (lambda: lg.asarray(np.ones(2, bool)).__iadd__(lg.asarray(np.ones(0, np.int32))), TypeError),
         (lambda: lg.bitwise_and(lg.asarray(np.ones(2)), lg.asarray(np.ones(3))), TypeError),
         # a read-only output is reported before a casting problem
-        (lambda: lg.floor_divide(lg.asarray(np.ones(3)), 2, out=lg.broadcast_to(lg.asarray(True), (3,))), ValueError),
+        (
+            lambda: lg.floor_divide(lg.asarray(np.ones(3)), 2, out=lg.broadcast_to(lg.asarray(True), (3,))),
+            ValueError,
+        ),
     ],
 )
 def test_error_precedence_follows_numpy(make, expected):
