@@ -102,13 +102,6 @@ def clip(x: Any, min: Any = None, max: Any = None) -> Array:
     return record("clip", out, min, max)
 
 
-def copy_of(x: Array) -> Array:
-    """A new array sharing nothing writable with x."""
-    from lazygraph.shape import copy
-
-    return copy(x)
-
-
 def round(x: Any, decimals: int = 0) -> Array:  # noqa: A001 - array API name
     """Round half to even, to the given number of decimals."""
     return record("round", x, decimals=decimals)
@@ -143,6 +136,13 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
     return record("mean", x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
+def _spread(
+    op: str, x: Any, axis: Any, dtype: Any, ddof: float, keepdims: bool, correction: float | None
+) -> Array:
+    ddof = correction if correction is not None else ddof
+    return record(op, x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+
 def var(
     x: Any,
     axis: Any = None,
@@ -152,8 +152,7 @@ def var(
     correction: float | None = None,
 ) -> Array:
     """Variance (ddof / array-API `correction` degrees of freedom removed)."""
-    ddof = correction if correction is not None else ddof
-    return record("var", x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    return _spread("var", x, axis, dtype, ddof, keepdims, correction)
 
 
 def std(
@@ -164,9 +163,8 @@ def std(
     keepdims: bool = False,
     correction: float | None = None,
 ) -> Array:
-    """Standard deviation."""
-    ddof = correction if correction is not None else ddof
-    return record("std", x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    """Standard deviation (ddof / array-API `correction` degrees of freedom removed)."""
+    return _spread("std", x, axis, dtype, ddof, keepdims, correction)
 
 
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
@@ -347,5 +345,5 @@ __all__ = sorted(
     if not name.startswith("_")
     and callable(value)
     and getattr(value, "__module__", None) == __name__
-    and name not in ("check_device", "copy_of")
+    and name != "check_device"
 )

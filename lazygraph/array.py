@@ -214,7 +214,7 @@ class Array:
         """Evaluate and return nested Python lists."""
         return self._value().tolist()
 
-    def _scalar(self, kind: str) -> np.ndarray:
+    def _scalar(self) -> np.ndarray:
         if self.size != 1:
             raise TypeError(
                 f"only size-1 arrays can be converted to Python scalars (shape {fmt_shape(self.shape)})"
@@ -223,13 +223,13 @@ class Array:
 
     # Size-1 arrays of any ndim are left to NumPy's own conversion (NumPy 2.4 accepts only 0-d).
     def __float__(self) -> float:
-        return float(self._scalar("float"))
+        return float(self._scalar())
 
     def __int__(self) -> int:
-        return int(self._scalar("int"))
+        return int(self._scalar())
 
     def __complex__(self) -> complex:
-        return complex(self._scalar("complex"))
+        return complex(self._scalar())
 
     def __index__(self) -> int:
         if self.ndim != 0 or self.dtype.kind not in "iu":

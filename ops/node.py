@@ -36,11 +36,6 @@ class Node:
         self.users = 0
 
     @property
-    def realized(self) -> bool:
-        """True once the node holds its value."""
-        return self.buffer is not None
-
-    @property
     def ndim(self) -> int:
         """Number of dimensions."""
         return len(self.shape)
