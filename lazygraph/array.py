@@ -10,12 +10,14 @@ while everything recorded earlier keeps referring to the old node.
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from lazygraph import executor
+from lazygraph.gradmode import is_grad_enabled, track
 from ops.base import REGISTRY, fmt_shape
 from ops.creation import BUFFER, SCALAR
 from ops.node import Node
@@ -28,17 +30,32 @@ ASSIGN = REGISTRY["assign"]
 class Storage:
     """The buffer several views share; `node` is its current value."""
 
-    __slots__ = ("node", "__weakref__")
+    __slots__ = ("node", "requires_grad", "grad", "__weakref__")
 
     def __init__(self, node: Node) -> None:
         node.users += 1
         self.node = node
+        self.requires_grad = False  # a leaf of differentiation (a parameter)
+        self.grad: Array | None = None
 
     def set(self, node: Node) -> None:
         """Record that the buffer now holds `node`'s value."""
         node.users += 1
         self.node.users -= 1
         self.node = node
+        if self.requires_grad:
+            mark_leaf(self, node)
+
+
+#: grad-leaf node -> the storage whose value it is, so backward() can fill `.grad`
+LEAF_OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def mark_leaf(storage: Storage, node: Node) -> None:
+    """Make `node` a leaf of differentiation owned by `storage` (a parameter's value)."""
+    node.requires_grad = True
+    node.grad_leaf = True
+    LEAF_OWNERS[node] = weakref.ref(storage)
 
     def __del__(self) -> None:
         try:
@@ -86,7 +103,7 @@ def record(op: str, *operands: Any, **attrs: Any) -> Array:
         # NumPy treats all-scalar operations as on default-dtype arrays.
         nodes = tuple(constant(n.buffer) for n in nodes)
     shape, dtype, attrs = opdef.infer(nodes, attrs)
-    return Array(Storage(Node(opdef, nodes, attrs, shape, dtype)))
+    return Array(Storage(track(Node(opdef, nodes, attrs, shape, dtype))))
 
 
 def result_dtype(op: str, *operands: Any) -> np.dtype:
@@ -130,12 +147,13 @@ class Array:
         if view is None:
             return base
         if self._vbase is not base:
-            if base.buffer is not None:
+            if base.buffer is not None and not base.requires_grad:
                 # Views of evaluated buffers cost nothing: realize them immediately.
                 buf = materialize(base.buffer, view)
                 node = Node(BUFFER, (), {}, view.shape, base.dtype, buffer=buf)
             else:
                 node = Node(VIEW, (base,), {"view": view}, view.shape, base.dtype)
+                node.requires_grad = base.requires_grad
             self._vnode, self._vbase = node, base
         return self._vnode
 
@@ -276,6 +294,11 @@ class Array:
         """Write `value` into this array's region (optionally indexed) of its storage."""
         if self._readonly:
             raise ValueError(f"{op}: assignment destination is read-only (a broadcast view)")
+        if self._storage.requires_grad and is_grad_enabled():
+            raise RuntimeError(
+                f"{op}: in-place write to an array that requires grad (a leaf such as a parameter); "
+                "write inside `with lg.no_grad():`"
+            )
         base = self._storage.node
         vnode = as_node(value, op)
         if element:
@@ -302,7 +325,7 @@ class Array:
             return
         attrs = {"view": self._view, "index": index}
         shape, dtype, attrs = ASSIGN.infer((base, vnode, *idx_nodes), attrs)
-        self._storage.set(Node(ASSIGN, (base, vnode, *idx_nodes), attrs, shape, dtype))
+        self._storage.set(track(Node(ASSIGN, (base, vnode, *idx_nodes), attrs, shape, dtype)))
 
     def _inplace(self, op: str, other: Any) -> Array:
         # NumPy's order of checks: read-only output, dtypes and casting, then shapes.

@@ -11,22 +11,27 @@ from lazygraph.array import Array, record
 from lazygraph.shape import _arr
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None, device: str | None = None) -> Array:
+def full(
+    shape: Any, fill_value: Any, dtype: Any = None, device: str | None = None, requires_grad: bool = False
+) -> Array:
     """An array of `shape` filled with `fill_value`."""
     check_device(device)
     if isinstance(fill_value, Array):
         raise TypeError("full: fill_value must be a Python or NumPy scalar, not a lazy Array")
-    return record("full", shape=shape, fill_value=fill_value, dtype=dtype)
+    out = record("full", shape=shape, fill_value=fill_value, dtype=dtype)
+    if requires_grad:
+        out.requires_grad = True
+    return out
 
 
-def zeros(shape: Any, dtype: Any = None, device: str | None = None) -> Array:
+def zeros(shape: Any, dtype: Any = None, device: str | None = None, requires_grad: bool = False) -> Array:
     """An array of zeros (float64 by default)."""
-    return full(shape, 0, np.float64 if dtype is None else dtype, device)
+    return full(shape, 0, np.float64 if dtype is None else dtype, device, requires_grad)
 
 
-def ones(shape: Any, dtype: Any = None, device: str | None = None) -> Array:
+def ones(shape: Any, dtype: Any = None, device: str | None = None, requires_grad: bool = False) -> Array:
     """An array of ones (float64 by default)."""
-    return full(shape, 1, np.float64 if dtype is None else dtype, device)
+    return full(shape, 1, np.float64 if dtype is None else dtype, device, requires_grad)
 
 
 def empty(shape: Any, dtype: Any = None, device: str | None = None) -> Array:

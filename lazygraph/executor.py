@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -86,9 +88,23 @@ def _held_outside(order: list[Node], consumers: dict[int, int]) -> set[int]:
     return held
 
 
+#: storages whose pending value the next evaluation point computes too (the loss that
+#: backward() was called on, running statistics), so it joins the same graph
+_deferred: weakref.WeakSet = weakref.WeakSet()
+
+
+def defer(storage: Any) -> None:
+    """Compute `storage.node` at the next evaluation point, whatever it evaluates."""
+    _deferred.add(storage)
+
+
 def evaluate(roots: Sequence[Node]) -> None:
     """Compute and memoize every root (one graph, one schedule)."""
     t0 = time.perf_counter()
+    if _deferred:
+        extra = [s.node for s in list(_deferred) if s.node.buffer is None]
+        _deferred.clear()
+        roots = [*roots, *extra]
     order = schedule(roots)
     if not order:
         return
@@ -129,6 +145,8 @@ def evaluate(roots: Sequence[Node]) -> None:
 def realize(node: Node, buffer: np.ndarray) -> None:
     """Turn a node into a leaf holding its value; its recorded meaning is unchanged."""
     node.buffer = buffer
+    if node.requires_grad and not node.grad_leaf:
+        return  # a later backward() still needs the operation and its inputs
     node.op = BUFFER
     node.inputs = ()
     node.attrs = {}

@@ -17,8 +17,18 @@ from ops.movement import resolve_shape
 from ops.views import broadcast_view, flip_view, permute_view, reshape_view, slice_view
 
 
-def asarray(x: Any, dtype: Any = None, device: str | None = None, copy: bool | None = None) -> Array:
+def asarray(
+    x: Any,
+    dtype: Any = None,
+    device: str | None = None,
+    copy: bool | None = None,
+    requires_grad: bool = False,
+) -> Array:
     """A lazy array from an array, nested sequence or scalar (NumPy data is copied once)."""
+    if requires_grad:
+        out = asarray(x, dtype, device, copy=True)
+        out.requires_grad = True
+        return out
     from lazygraph.api import check_device
 
     check_device(device)
@@ -35,9 +45,11 @@ def asarray(x: Any, dtype: Any = None, device: str | None = None, copy: bool | N
     return from_node(constant(x, dtype))
 
 
-def array(x: Any, dtype: Any = None, device: str | None = None, copy: bool = True) -> Array:
+def array(
+    x: Any, dtype: Any = None, device: str | None = None, copy: bool = True, requires_grad: bool = False
+) -> Array:
     """Like asarray, but a lazy array input is copied (NumPy's np.array)."""
-    return asarray(x, dtype=dtype, device=device, copy=copy)
+    return asarray(x, dtype=dtype, device=device, copy=copy, requires_grad=requires_grad)
 
 
 def _arr(x: Any) -> Array:

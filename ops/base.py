@@ -38,6 +38,12 @@ class Op:
         """NumPy reference implementation: the meaning of the operator."""
         raise NotImplementedError(f"{type(self).__name__} must define kernel")
 
+    #: Reverse-mode rule, set with `defvjp`: vjp(F, g, xs, out, attrs) -> one cotangent (or None)
+    #: per input. F is the array namespace doing the recording (ops/ never imports it), g the
+    #: cotangent of the output, xs and out arrays standing for the inputs and the output.
+    #: Cotangents may have a broadcast shape; the caller sums them back to the input's shape.
+    vjp: Callable | None = None
+
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 
@@ -48,6 +54,17 @@ def register(op: Op) -> Op:
         raise ValueError(f"operator {op.name!r} is already registered")
     REGISTRY[op.name] = op
     return op
+
+
+def defvjp(*names: str) -> Callable:
+    """Attach a gradient rule to the named operators (the decorator returns the rule)."""
+
+    def attach(fn: Callable) -> Callable:
+        for name in names:
+            REGISTRY[name].vjp = fn
+        return fn
+
+    return attach
 
 
 # ---------------------------------------------------------------------------------------

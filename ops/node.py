@@ -12,10 +12,22 @@ class Node:
 
     A node never changes meaning after it is recorded. Evaluation only memoizes: the
     executor stores the value in `buffer` and drops `inputs`, turning the node into a leaf
-    so that evaluated graphs do not keep their history alive.
+    so that evaluated graphs do not keep their history alive (nodes that require grad keep
+    their history for a later backward pass).
     """
 
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "buffer", "users", "__weakref__")
+    __slots__ = (
+        "op",
+        "inputs",
+        "attrs",
+        "shape",
+        "dtype",
+        "buffer",
+        "users",
+        "requires_grad",
+        "grad_leaf",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -34,6 +46,10 @@ class Node:
         self.buffer = buffer
         # How many user-visible storages currently hold this node; those are memoized.
         self.users = 0
+        # Autograd: the value depends on an array that requires grad (so evaluation keeps the
+        # node's history for a later backward); a grad leaf is where differentiation stops.
+        self.requires_grad = False
+        self.grad_leaf = False
 
     @property
     def ndim(self) -> int:

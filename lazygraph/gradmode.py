@@ -1,0 +1,52 @@
+"""Whether recording tracks gradients (`lg.no_grad()` switches it off for a block)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from ops.node import Node
+
+_local = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    """True when newly recorded operations are tracked for differentiation."""
+    return getattr(_local, "enabled", True)
+
+
+def set_grad_enabled(mode: bool) -> None:
+    """Switch gradient tracking on or off for this thread."""
+    _local.enabled = bool(mode)
+
+
+class no_grad(contextlib.ContextDecorator):  # noqa: N801 - PyTorch's spelling
+    """Context manager and decorator: operations recorded inside are not differentiated."""
+
+    def __enter__(self) -> None:
+        self._prev = is_grad_enabled()
+        set_grad_enabled(False)
+
+    def __exit__(self, *exc: object) -> None:
+        set_grad_enabled(self._prev)
+
+
+class enable_grad(contextlib.ContextDecorator):  # noqa: N801 - PyTorch's spelling
+    """Context manager and decorator: track gradients again inside a no_grad block."""
+
+    def __enter__(self) -> None:
+        self._prev = is_grad_enabled()
+        set_grad_enabled(True)
+
+    def __exit__(self, *exc: object) -> None:
+        set_grad_enabled(self._prev)
+
+
+def track(node: Node) -> Node:
+    """Mark a freshly recorded node as differentiable when an input requires grad."""
+    if node.dtype.kind == "f" and getattr(_local, "enabled", True):
+        for inp in node.inputs:
+            if inp.requires_grad:
+                node.requires_grad = True
+                break
+    return node

@@ -1,0 +1,1 @@
+"""Graph optimization: the pass registry, the passes, and memory-aware scheduling."""
