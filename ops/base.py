@@ -27,6 +27,11 @@ class Op:
     #: coarse family used by printing, scheduling and later by fusion
     kind = "other"
 
+    #: Attributes that hold sizes, extents, bounds or fill values: structural keys keep only
+    #: their form (rank, which extents are 1, Python type), and a cache hit re-reads the new
+    #: graph's values. Every other attribute is structure and enters the key whole.
+    size_attrs: tuple[str, ...] = ()
+
     def __init__(self, name: str) -> None:
         self.name = name
 
