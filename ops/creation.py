@@ -43,6 +43,7 @@ class Full(Op):
     """An array filled with one value: zeros, ones, empty and full."""
 
     kind = "creation"
+    size_attrs = ("shape", "fill_value")
 
     def __init__(self) -> None:
         super().__init__("full")
@@ -69,6 +70,7 @@ class Arange(Op):
     """Evenly spaced values in [start, stop) with a step."""
 
     kind = "creation"
+    size_attrs = ("start", "stop", "step")
 
     def __init__(self) -> None:
         super().__init__("arange")
@@ -92,6 +94,7 @@ class Linspace(Op):
     """`num` evenly spaced values from start to stop."""
 
     kind = "creation"
+    size_attrs = ("start", "stop", "num")
 
     def __init__(self) -> None:
         super().__init__("linspace")
@@ -116,6 +119,7 @@ class Eye(Op):
     """Ones on the k-th diagonal of an n x m matrix."""
 
     kind = "creation"
+    size_attrs = ("n", "m", "k")
 
     def __init__(self) -> None:
         super().__init__("eye")

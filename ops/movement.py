@@ -88,6 +88,7 @@ class ViewOp(Op):
     """A strided window onto a base buffer; costs nothing to run."""
 
     kind = "view"
+    size_attrs = ("view",)
 
     def __init__(self) -> None:
         super().__init__("view")
@@ -106,6 +107,7 @@ class Assign(Op):
     """A new base equal to the old one with a region (view, then optional index) replaced."""
 
     kind = "assign"
+    size_attrs = ("view", "index")
 
     def __init__(self) -> None:
         super().__init__("assign")
@@ -152,6 +154,7 @@ class Gather(Op):
     """Advanced indexing (integer index arrays, mixed with slices and ints): a copy."""
 
     kind = "gather"
+    size_attrs = ("index",)
 
     def __init__(self) -> None:
         super().__init__("gather")
@@ -201,6 +204,7 @@ class Reshape(Op):
     """Reshape that copies (used when NumPy could not make a view)."""
 
     kind = "movement"
+    size_attrs = ("shape",)
 
     def __init__(self) -> None:
         super().__init__("reshape")
@@ -282,6 +286,7 @@ class Pad(Op):
     """np.pad with a constant, edge, reflect, symmetric or wrap border."""
 
     kind = "movement"
+    size_attrs = ("pad_width", "constant_values")
 
     def __init__(self) -> None:
         super().__init__("pad")
