@@ -69,3 +69,18 @@ class Generator:
 def default_rng(seed: Any = None) -> Generator:
     """A seeded generator, like numpy.random.default_rng."""
     return Generator(seed)
+
+
+#: the generator that weight initialisation and dropout draw from unless given their own
+_default = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    """Reseed the default generator so initialisation and dropout are reproducible."""
+    _default._rng = np.random.default_rng(seed)
+    return _default
+
+
+def default_generator() -> Generator:
+    """The process-wide generator that `manual_seed` seeds."""
+    return _default
