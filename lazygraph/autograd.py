@@ -16,11 +16,23 @@ from typing import Any
 
 import lazygraph as lg
 from lazygraph import executor
-from lazygraph.array import LEAF_OWNERS, VIEW, Array, from_node
+from lazygraph.array import LEAF_OWNERS, VIEW, Array, from_node, record
 from lazygraph.gradmode import is_grad_enabled, no_grad, set_grad_enabled
 from ops.base import fmt_shape
 from ops.node import Node
 from ops.views import contiguous
+
+
+class _Namespace:
+    """What gradient rules record with: the lazygraph namespace plus raw `record`."""
+
+    record = staticmethod(record)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(lg, name)
+
+
+F = _Namespace()
 
 
 def _tracked_order(root: Node) -> list[Node]:
@@ -51,6 +63,8 @@ def _sum_to(g: Array, shape: tuple[int, ...]) -> Array:
     """Undo broadcasting: sum a cotangent back to an input's shape."""
     if g.shape == shape:
         return g
+    if g.ndim < len(shape):
+        g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1
@@ -80,7 +94,7 @@ def _backprop(root: Node, seed: Array, wanted: set[int]) -> dict[int, Array]:
                 f"(output {fmt_shape(node.shape)} {node.dtype})"
             )
         xs = [from_node(c) for c in node.inputs]
-        grads = rule(lg, g, xs, from_node(node), node.attrs)
+        grads = rule(F, g, xs, from_node(node), node.attrs)
         for child, c in zip(node.inputs, grads, strict=True):
             if c is None or id(child) not in useful:
                 continue
@@ -167,7 +181,7 @@ def backward(y: Array, grad_output: Any = None, create_graph: bool = False) -> N
 
 
 def _get_requires_grad(self: Array) -> bool:
-    return self._storage.requires_grad if self._view is None else self.node.requires_grad
+    return self._storage.requires_grad or self.node.requires_grad
 
 
 def _set_requires_grad(self: Array, flag: bool) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ops.base import Op, dtype_by_example, fmt_shape, register, shape_error
+from ops.base import Op, defvjp, dtype_by_example, fmt_shape, register, shape_error
 from ops.node import Node
 
 
@@ -144,3 +144,64 @@ class Einsum(Op):
 
 register(MatMul())
 register(Einsum())
+
+
+# ---------------------------------------------------------------------------------------
+# Gradients (see Op.vjp).
+
+
+@defvjp("matmul")
+def _matmul_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    a, b = xs
+    # Promote 1-D operands as matmul does, differentiate the matrix product, then drop the
+    # promoted axes again; the caller sums broadcast batch axes away.
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    g2 = g
+    if a.ndim == 1:
+        g2 = F.expand_dims(g2, -2 if b.ndim > 1 else 0)
+    if b.ndim == 1:
+        g2 = F.expand_dims(g2, -1)
+    ga = g2 @ F.matrix_transpose(b2)
+    gb = F.matrix_transpose(a2) @ g2
+    if a.ndim == 1:
+        ga = F.squeeze(ga, axis=-2)
+    if b.ndim == 1:
+        gb = F.squeeze(gb, axis=-1)
+    return ga, gb
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@defvjp("einsum")
+def _einsum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    labels, out_labels, _ = parse_einsum(attrs["subscripts"], [x.shape for x in xs])
+    names = {c: _LETTERS[i] for i, c in enumerate(dict.fromkeys("".join(labels) + out_labels))}
+
+    def spell(t: str) -> str:
+        return "".join(names[c] for c in t)
+
+    grads = []
+    for i, x in enumerate(xs):
+        mine = labels[i]
+        if len(set(mine)) != len(mine):
+            raise TypeError(
+                f"grad: einsum gradient for an operand with a repeated subscript ({attrs['subscripts']!r}) "
+                "is not supported"
+            )
+        others = [labels[j] for j in range(len(xs)) if j != i]
+        available = set(out_labels).union(*others) if others else set(out_labels)
+        target = "".join(c for c in mine if c in available)
+        spec = ",".join(spell(t) for t in [out_labels, *others]) + "->" + spell(target)
+        r = F.einsum(spec, g, *[xs[j] for j in range(len(xs)) if j != i])
+        if target != mine:  # labels summed only within this operand: put them back as size 1
+            dims = iter(r.shape)
+            r = r.reshape(tuple(next(dims) if c in available else 1 for c in mine))
+        # Size-1 axes broadcast back over the operand (a label summed only here, or one that
+        # is 1 in the other operands); larger ones are summed away by the caller.
+        full = tuple(e if d == 1 else d for d, e in zip(r.shape, x.shape, strict=True))
+        if full != r.shape:
+            r = F.broadcast_to(r, full)
+        grads.append(r)
+    return tuple(grads)

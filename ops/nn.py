@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ops.base import (
     Op,
+    defvjp,
     dtype_by_example,
     fmt_shape,
     normalize_axes,
@@ -25,6 +26,7 @@ from ops.base import (
     type_error,
 )
 from ops.node import Node
+from ops.window import conv2d_forward
 
 Pair = tuple[int, int]
 
@@ -305,21 +307,8 @@ class Conv2d(Op):
         dilation: Pair,
         groups: int,
     ) -> np.ndarray:
-        """Windows of the zero-padded input contracted with the weight by einsum."""
-        x, w = np.asarray(x), np.asarray(w)
-        dtype = np.result_type(x, w) if b is None else np.result_type(x, w, b)
-        n, c_in = x.shape[:2]
-        c_out, c_per, kh, kw = w.shape
-        win = _windows(x, (kh, kw), stride, padding, dilation)
-        ho, wo = win.shape[2:4]
-        g = groups
-        win = win.reshape(n, g, c_per, ho, wo, kh, kw)
-        wg = w.reshape(g, c_out // g, c_per, kh, kw)
-        # optimize=True lets einsum hand the contraction to BLAS via tensordot.
-        y = np.einsum("ngchwij,gocij->ngohw", win, wg, optimize=True).reshape(n, c_out, ho, wo)
-        if b is not None:
-            y = y + np.asarray(b).reshape(1, c_out, 1, 1)
-        return np.ascontiguousarray(y, dtype=dtype)
+        """im2col of the zero-padded input and one GEMM with the weight (ops/window.py)."""
+        return conv2d_forward(x, w, b, stride, padding, dilation, groups)
 
 
 # ---------------------------------------------------------------------------------------
@@ -415,3 +404,49 @@ for _op in (
     Pool2d("avg_pool2d", "avg"),
 ):
     register(_op)
+
+
+# ---------------------------------------------------------------------------------------
+# Gradients (see Op.vjp). Convolution and pooling differentiate into the gradient
+# operators of ops/window.py.
+
+
+@defvjp("softmax")
+def _softmax_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    a = attrs["axis"]
+    return (out * (g - F.sum(g * out, axis=a, keepdims=True)),)
+
+
+@defvjp("log_softmax")
+def _log_softmax_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    a = attrs["axis"]
+    return (g - F.exp(out) * F.sum(g, axis=a, keepdims=True),)
+
+
+@defvjp("logsumexp")
+def _logsumexp_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x = xs[0]
+    axes = attrs["axis"]
+    if not attrs["keepdims"] and axes:
+        g, out = F.expand_dims(g, axes), F.expand_dims(out, axes)
+    return (g * F.exp(x - out),)
+
+
+@defvjp("conv2d")
+def _conv2d_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x, w = xs[:2]
+    gx = F.record("conv2d_grad_input", g, w, x, **attrs)
+    gw = F.record("conv2d_grad_weight", g, x, w, **attrs)
+    if len(xs) == 3:
+        return gx, gw, F.sum(g, axis=(0, 2, 3))
+    return gx, gw
+
+
+@defvjp("max_pool2d")
+def _max_pool2d_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    return (F.record("max_pool2d_grad", g, xs[0], **attrs),)
+
+
+@defvjp("avg_pool2d")
+def _avg_pool2d_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    return (F.record("avg_pool2d_grad", g, xs[0], **attrs),)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ops.base import (
     Op,
+    defvjp,
     dtype_by_example,
     normalize_axes,
     normalize_axis,
@@ -125,6 +126,24 @@ class Scan(Op):
         return self.fn(x, **attrs)
 
 
+# JIT descriptions (jit/ fuses reductions into kernels): how each accumulates. `combine` is
+# add, mul, max, min, or, and; `identity` starts the accumulator ("lowest"/"highest": the
+# dtype's extremes, -inf/+inf for floats); `finish` turns the accumulator into the result, with
+# {acc}, {T} (the result's C type), {count} (elements reduced) and {divisor} (max(count - ddof,
+# 0)). A `centered` reduction (var, std) accumulates squared deviations from the mean, so a
+# kernel computes the mean first, one more pass over the reduced axes.
+JIT_REDUCE: dict[str, dict] = {
+    "sum": {"combine": "add", "identity": "0", "finish": "{acc}"},
+    "prod": {"combine": "mul", "identity": "1", "finish": "{acc}"},
+    "mean": {"combine": "add", "identity": "0", "finish": "{acc} / ({T}){count}"},
+    "var": {"combine": "add", "identity": "0", "finish": "{acc} / ({T}){divisor}", "centered": True},
+    "std": {"combine": "add", "identity": "0", "finish": "sqrt({acc} / ({T}){divisor})", "centered": True},
+    "max": {"combine": "max", "identity": "lowest", "finish": "{acc}"},
+    "min": {"combine": "min", "identity": "highest", "finish": "{acc}"},
+    "any": {"combine": "or", "identity": "0", "finish": "{acc}"},
+    "all": {"combine": "and", "identity": "1", "finish": "{acc}"},
+}
+
 for _op in (
     Reduction("sum", np.sum, extra=("dtype",)),
     Reduction("prod", np.prod, extra=("dtype",)),
@@ -141,3 +160,92 @@ for _op in (
     Scan("cumprod", np.cumprod),
 ):
     register(_op)
+    _op.jit_reduce = JIT_REDUCE.get(_op.name)
+
+
+# ---------------------------------------------------------------------------------------
+# Gradients (see Op.vjp).
+
+
+def _expand(F: Any, g: Any, x: Any, attrs: dict) -> Any:
+    """The reduced cotangent with the reduced axes back as size 1 (broadcasts against x)."""
+    if attrs["keepdims"] or not attrs["axis"]:
+        return g
+    return F.expand_dims(g, attrs["axis"])
+
+
+def _count(x: Any, attrs: dict) -> int:
+    n = 1
+    for a in attrs["axis"]:
+        n *= x.shape[a]
+    return n
+
+
+@defvjp("sum")
+def _sum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x = xs[0]
+    return (F.broadcast_to(_expand(F, g, x, attrs), x.shape),)
+
+
+@defvjp("mean")
+def _mean_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x = xs[0]
+    return (F.broadcast_to(_expand(F, g, x, attrs) / max(_count(x, attrs), 1), x.shape),)
+
+
+def _centered(F: Any, g: Any, x: Any, attrs: dict) -> tuple:
+    dof = _count(x, attrs) - attrs.get("ddof", 0)
+    return _expand(F, g, x, attrs), x - F.mean(x, axis=attrs["axis"], keepdims=True), dof
+
+
+@defvjp("var")
+def _var_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    ge, centered, dof = _centered(F, g, xs[0], attrs)
+    return (ge * centered * (2.0 / dof),)
+
+
+@defvjp("std")
+def _std_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    ge, centered, dof = _centered(F, g, xs[0], attrs)
+    return (ge * centered / (_expand(F, out, xs[0], attrs) * dof),)
+
+
+@defvjp("prod")
+def _prod_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x = xs[0]
+    # out / x is exact away from zeros; an element that is 0 gets the product of the others.
+    safe = F.where(x == 0, 1.0, x)
+    others = F.prod(safe, axis=attrs["axis"], keepdims=True)
+    zeros = F.sum(x == 0, axis=attrs["axis"], keepdims=True)
+    ge = _expand(F, g, x, attrs)
+    grad = F.where(zeros == 0, others / safe, F.where((zeros == 1) & (x == 0), others, 0.0))
+    return (ge * grad,)
+
+
+@defvjp("max", "min")
+def _extreme_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x = xs[0]
+    hit = (x == _expand(F, out, x, attrs)) * 1.0
+    # Ties share the cotangent equally (PyTorch's amax convention).
+    return (_expand(F, g, x, attrs) * hit / F.sum(hit, axis=attrs["axis"], keepdims=True),)
+
+
+def _scan_axis(x: Any, attrs: dict) -> int:
+    return 0 if attrs["axis"] is None else attrs["axis"]
+
+
+@defvjp("cumsum")
+def _cumsum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x = xs[0]
+    a = _scan_axis(x, attrs)
+    r = F.flip(F.cumsum(F.flip(g, axis=a), axis=a), axis=a)
+    return (r.reshape(x.shape),)
+
+
+@defvjp("cumprod")
+def _cumprod_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x = xs[0]
+    a = _scan_axis(x, attrs)
+    # sum_{j >= i} g_j * out_j / x_i; exact where x has no zeros (a known limitation).
+    r = F.flip(F.cumsum(F.flip(g * out, axis=a), axis=a), axis=a)
+    return ((r / x.reshape(out.shape)).reshape(x.shape),)

@@ -1,0 +1,205 @@
+"""Windowed kernels: convolution as im2col + one GEMM, and the gradient operators of
+convolution and pooling.
+
+The forward kernels of conv2d and the poolings live with their operators in ops/nn.py and
+call the helpers here. The gradient operators are operators of their own (so the graph,
+the cache and the cost model see them whole) with NumPy reference kernels that loop only
+over kernel offsets, never over pixels, channels or the batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ops.base import Op, register
+from ops.node import Node
+
+Pair = tuple[int, int]
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    # Boolean convolution means "any product is True": compute in integers, compare at the end.
+    return np.dtype(np.int64) if dtype == np.bool_ else dtype
+
+
+def windows_nhwc(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
+    """View (N, H_out, W_out, C, kH, kW) of the windows of NCHW `x`, zero-padded, in NHWC order."""
+    xh = np.asarray(x).transpose(0, 2, 3, 1)
+    if p[0] or p[1]:
+        xh = np.pad(xh, ((0, 0), (p[0], p[0]), (p[1], p[1]), (0, 0)))
+    eff = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
+    win = sliding_window_view(xh, eff, axis=(1, 2))
+    return win[:, :: s[0], :: s[1], :, :: d[0], :: d[1]]
+
+
+def im2col(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair, groups: int) -> np.ndarray:
+    """Columns (groups, N*H_out*W_out, kH*kW*C_per_group): one row per output pixel."""
+    win = windows_nhwc(x, k, s, p, d)
+    n, ho, wo, c = win.shape[:4]
+    cp = c // groups
+    win = win.reshape(n, ho, wo, groups, cp, k[0], k[1]).transpose(3, 0, 1, 2, 5, 6, 4)
+    return np.ascontiguousarray(win).reshape(groups, n * ho * wo, k[0] * k[1] * cp)
+
+
+def _weight_matrix(w: np.ndarray, groups: int) -> np.ndarray:
+    """(groups, kH*kW*C_per_group, C_out_per_group): the weight laid out to match im2col rows."""
+    o, cp, kh, kw = w.shape
+    wm = w.reshape(groups, o // groups, cp, kh, kw).transpose(0, 3, 4, 2, 1)
+    return np.ascontiguousarray(wm).reshape(groups, kh * kw * cp, o // groups)
+
+
+def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batched product over groups; one plain 2-D BLAS call when there is a single group."""
+    if a.shape[0] == 1:
+        return (a[0] @ b[0])[None]
+    return np.matmul(a, b)
+
+
+def conv2d_forward(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+) -> np.ndarray:
+    """Cross-correlation as im2col plus one (batched over groups) BLAS GEMM."""
+    dtype = np.result_type(x, w) if b is None else np.result_type(x, w, b)
+    work = _compute_dtype(dtype)
+    x = np.asarray(x, dtype=work)
+    w = np.asarray(w, dtype=work)
+    n = x.shape[0]
+    o, _, kh, kw = w.shape
+    cols = im2col(x, (kh, kw), stride, padding, dilation, groups)
+    ho = (x.shape[2] + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (x.shape[3] + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    y = _gemm(cols, _weight_matrix(w, groups))  # (groups, P, C_out_per_group)
+    y = y.transpose(1, 0, 2).reshape(n, ho, wo, o)
+    if b is not None:
+        y = y + np.asarray(b, dtype=work)
+    y = y.transpose(0, 3, 1, 2)
+    if dtype == np.bool_:
+        return np.ascontiguousarray(y != 0)
+    return np.ascontiguousarray(y, dtype=dtype)
+
+
+def _scatter_windows(cols: np.ndarray, shape: tuple, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
+    """col2im: add (N, H_out, W_out, kH, kW, C) window values back onto an NCHW image."""
+    n, c, h, w = shape
+    ho, wo = cols.shape[1:3]
+    out = np.zeros((n, h + 2 * p[0], w + 2 * p[1], c), dtype=cols.dtype)
+    for i in range(k[0]):  # a loop over kernel offsets only: each step is one strided add
+        r0 = i * d[0]
+        for j in range(k[1]):
+            c0 = j * d[1]
+            out[:, r0 : r0 + s[0] * (ho - 1) + 1 : s[0], c0 : c0 + s[1] * (wo - 1) + 1 : s[1], :] += cols[
+                :, :, :, i, j, :
+            ]
+    return np.ascontiguousarray(out[:, p[0] : p[0] + h, p[1] : p[1] + w, :].transpose(0, 3, 1, 2))
+
+
+class _GradOp(Op):
+    """An operator that exists to compute a gradient: output like one of its inputs."""
+
+    def __init__(self, name: str, like: int) -> None:
+        super().__init__(name)
+        self.like = like
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Shape of input `like`; the cotangent's dtype (attributes come from the forward op)."""
+        return inputs[self.like].shape, inputs[0].dtype, attrs
+
+
+class Conv2dGradInput(_GradOp):
+    """d(conv2d)/d(x) applied to a cotangent: GEMM with the weight, then col2im."""
+
+    kind = "contraction"
+
+    def kernel(self, g: np.ndarray, w: np.ndarray, x: np.ndarray, *, stride, padding, dilation, groups):
+        """Inputs (g, w, x); x only supplies its shape."""
+        g = np.asarray(g)
+        w = np.asarray(w, dtype=g.dtype)
+        n, o, ho, wo = g.shape
+        _, cp, kh, kw = w.shape
+        gh = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, groups, o // groups).transpose(1, 0, 2)
+        wm = _weight_matrix(w, groups).transpose(0, 2, 1)  # (groups, C_out_per_group, kH*kW*C_per)
+        dcols = _gemm(gh, wm).reshape(groups, n, ho, wo, kh, kw, cp)
+        dcols = dcols.transpose(1, 2, 3, 4, 5, 0, 6).reshape(n, ho, wo, kh, kw, groups * cp)
+        return _scatter_windows(dcols, x.shape, (kh, kw), stride, padding, dilation)
+
+
+class Conv2dGradWeight(_GradOp):
+    """d(conv2d)/d(w) applied to a cotangent: one GEMM of the cotangent with im2col(x)."""
+
+    kind = "contraction"
+
+    def kernel(self, g: np.ndarray, x: np.ndarray, w: np.ndarray, *, stride, padding, dilation, groups):
+        """Inputs (g, x, w); w only supplies its shape."""
+        g = np.asarray(g)
+        o, cp, kh, kw = w.shape
+        n, _, ho, wo = g.shape
+        cols = im2col(np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation, groups)
+        gh = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, groups, o // groups).transpose(1, 0, 2)
+        # cols^T @ g: BLAS is several times faster with the long pixel axis as K and the
+        # small channel count as N than the other way round.
+        dwt = _gemm(cols.transpose(0, 2, 1), gh)  # (groups, kH*kW*C_per, C_out_per_group)
+        dw = dwt.reshape(groups, kh, kw, cp, o // groups).transpose(0, 4, 3, 1, 2)
+        return np.ascontiguousarray(dw.reshape(o, cp, kh, kw))
+
+
+class MaxPool2dGrad(_GradOp):
+    """Routes each window's cotangent to the first maximal element (as PyTorch does)."""
+
+    def kernel(self, g: np.ndarray, x: np.ndarray, *, kernel_size, stride, padding, dilation):
+        """Inputs (g, x): argmax per window, then one bincount scatter."""
+        g = np.asarray(g)
+        x = np.asarray(x)
+        n, c, h, w = x.shape
+        k, s, p, d = kernel_size, stride, padding, dilation
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=fill)
+        eff = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
+        win = sliding_window_view(xp, eff, axis=(2, 3))[:, :, :: s[0], :: s[1], :: d[0], :: d[1]]
+        ho, wo = win.shape[2:4]
+        arg = win.reshape(n, c, ho, wo, k[0] * k[1]).argmax(axis=-1)
+        hp, wp = h + 2 * p[0], w + 2 * p[1]
+        rows = np.arange(ho).reshape(ho, 1) * s[0] + (arg // k[1]) * d[0]
+        cols = np.arange(wo) * s[1] + (arg % k[1]) * d[1]
+        planes = np.arange(n * c).reshape(n, c, 1, 1)
+        flat = (planes * hp + rows) * wp + cols
+        acc = np.bincount(flat.ravel(), weights=g.ravel().astype(np.float64), minlength=n * c * hp * wp)
+        out = acc.reshape(n, c, hp, wp)[:, :, p[0] : p[0] + h, p[1] : p[1] + w]
+        return np.ascontiguousarray(out, dtype=g.dtype)
+
+
+class AvgPool2dGrad(_GradOp):
+    """Spreads each window's cotangent evenly over the elements it averaged."""
+
+    def kernel(self, g: np.ndarray, x: np.ndarray, *, kernel_size, stride, padding, count_include_pad):
+        """Inputs (g, x); x only supplies its shape."""
+        g = np.asarray(g)
+        n, c, h, w = np.shape(x)
+        k, s, p = kernel_size, stride, padding
+        ho, wo = g.shape[2:]
+        if count_include_pad:
+            share = g / (k[0] * k[1])
+        else:
+            real = np.ones((1, 1, h, w), dtype=g.dtype)
+            realp = np.pad(real, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+            counts = sliding_window_view(realp, k, axis=(2, 3))[:, :, :: s[0], :: s[1]].sum(axis=(-2, -1))
+            share = g / counts
+        cols = np.broadcast_to(
+            share.transpose(0, 2, 3, 1)[:, :, :, None, None, :], (n, ho, wo, k[0], k[1], c)
+        )
+        return _scatter_windows(cols, (n, c, h, w), k, s, p, (1, 1)).astype(g.dtype, copy=False)
+
+
+for _op in (
+    Conv2dGradInput("conv2d_grad_input", like=2),
+    Conv2dGradWeight("conv2d_grad_weight", like=2),
+    MaxPool2dGrad("max_pool2d_grad", like=1),
+    AvgPool2dGrad("avg_pool2d_grad", like=1),
+):
+    register(_op)
