@@ -318,24 +318,26 @@ def _pow_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     return gx, gy
 
 
-def _ties(F: Any, g: Any, x: Any, y: Any, first_wins: Any) -> tuple:
+def _ties(F: Any, g: Any, x: Any, y: Any, x_wins: Any) -> tuple:
     # Ties share the cotangent equally, so the rule is symmetric (PyTorch's convention).
-    half = (x == y) * 0.5
-    wx = first_wins + half
-    wy = (1 - first_wins) - half
-    return g * wx, g * wy
+    # `where` with weak scalars keeps the cotangent's dtype (no float64 masks).
+    tie = x == y
+    half = g * 0.5
+    gx = F.where(x_wins, g, F.where(tie, half, 0.0))
+    gy = F.where(x_wins | tie, F.where(tie, half, 0.0), g)
+    return gx, gy
 
 
 @defvjp("maximum")
 def _maximum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     x, y = xs
-    return _ties(F, g, x, y, (x > y) * 1.0)
+    return _ties(F, g, x, y, x > y)
 
 
 @defvjp("minimum")
 def _minimum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     x, y = xs
-    return _ties(F, g, x, y, (x < y) * 1.0)
+    return _ties(F, g, x, y, x < y)
 
 
 @defvjp("atan2")

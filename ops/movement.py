@@ -333,6 +333,7 @@ class ScatterAdd(Op):
     """
 
     kind = "gather"
+    size_attrs = ("index",)
 
     def __init__(self) -> None:
         super().__init__("scatter_add")

@@ -26,7 +26,7 @@ from ops.base import (
     type_error,
 )
 from ops.node import Node
-from ops.window import conv2d_forward
+from ops.window import conv2d_forward, tiled, tiles
 
 Pair = tuple[int, int]
 
@@ -377,12 +377,17 @@ class Pool2d(Op):
                 fill = False
             else:
                 fill = np.iinfo(x.dtype).min
+            if tiled(kernel_size, stride, padding, attrs["dilation"]):
+                return np.ascontiguousarray(tiles(x, kernel_size).max(axis=-1))
             win = _windows(x, kernel_size, stride, padding, attrs["dilation"], fill)
             return np.ascontiguousarray(np.max(win, axis=(-2, -1)))
         out = np.mean(np.zeros(1, dtype=x.dtype)).dtype
         # np.mean's accumulator: float16 sums in float32, everything else in its result dtype.
         acc = np.float32 if out == np.float16 else out
         ones = (1, 1)
+        if tiled(kernel_size, stride, padding):
+            mean = tiles(x.astype(acc, copy=False), kernel_size).mean(axis=-1)
+            return np.ascontiguousarray(mean, dtype=out)
         win = _windows(x.astype(acc, copy=False), kernel_size, stride, padding, ones)
         total = np.sum(win, axis=(-2, -1))
         if attrs["count_include_pad"]:

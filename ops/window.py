@@ -100,6 +100,30 @@ def _scatter_windows(cols: np.ndarray, shape: tuple, k: Pair, s: Pair, p: Pair, 
     return np.ascontiguousarray(out[:, p[0] : p[0] + h, p[1] : p[1] + w, :].transpose(0, 3, 1, 2))
 
 
+def tiled(k: Pair, s: Pair, p: Pair, d: Pair = (1, 1)) -> bool:
+    """Windows that tile the image (stride = kernel, no padding or dilation): pure reshapes."""
+    return s == k and p == (0, 0) and d == (1, 1)
+
+
+def tiles(x: np.ndarray, k: Pair) -> np.ndarray:
+    """(N, C, H_out, W_out, kH*kW) copy of the tiles of x (the ragged border dropped)."""
+    n, c, h, w = x.shape
+    ho, wo = h // k[0], w // k[1]
+    t = x[:, :, : ho * k[0], : wo * k[1]].reshape(n, c, ho, k[0], wo, k[1])
+    return t.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, ho, wo, k[0] * k[1])
+
+
+def untile(t: np.ndarray, k: Pair, shape: tuple) -> np.ndarray:
+    """Inverse of `tiles`: (N, C, H_out, W_out, kH*kW) back to an image, zeros at the border."""
+    n, c, ho, wo, _ = t.shape
+    img = t.reshape(n, c, ho, wo, k[0], k[1]).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, ho * k[0], wo * k[1])
+    if img.shape[2:] == tuple(shape[2:]):
+        return np.ascontiguousarray(img)
+    out = np.zeros(shape, dtype=t.dtype)
+    out[:, :, : ho * k[0], : wo * k[1]] = img
+    return out
+
+
 class _GradOp(Op):
     """An operator that exists to compute a gradient: output like one of its inputs."""
 
@@ -158,6 +182,10 @@ class MaxPool2dGrad(_GradOp):
         x = np.asarray(x)
         n, c, h, w = x.shape
         k, s, p, d = kernel_size, stride, padding, dilation
+        if tiled(k, s, p, d):
+            arg = tiles(x, k).argmax(axis=-1)
+            hit = np.arange(k[0] * k[1]) == arg[..., None]
+            return untile(np.where(hit, g[..., None], 0).astype(g.dtype, copy=False), k, x.shape)
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
         xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=fill)
         eff = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
@@ -183,6 +211,9 @@ class AvgPool2dGrad(_GradOp):
         n, c, h, w = np.shape(x)
         k, s, p = kernel_size, stride, padding
         ho, wo = g.shape[2:]
+        if tiled(k, s, p):
+            share = np.broadcast_to((g / (k[0] * k[1]))[..., None], g.shape + (k[0] * k[1],))
+            return untile(share.astype(g.dtype, copy=False), k, (n, c, h, w))
         if count_include_pad:
             share = g / (k[0] * k[1])
         else:

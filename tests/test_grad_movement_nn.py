@@ -216,3 +216,16 @@ def test_max_pool_overlapping_windows_route_to_first_max() -> None:
     x = lg.asarray(np.array([[[[1.0, 3.0, 3.0, 0.0]]]]), requires_grad=True)
     (g,) = lg.grad(lg.max_pool2d(x, kernel_size=(1, 2), stride=1).sum(), [x])
     np.testing.assert_array_equal(g.numpy(), [[[[0.0, 2.0, 1.0, 0.0]]]])
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_tiled_pooling_with_a_ragged_border(k: int) -> None:
+    x = spaced((2, 3, 7, 5), 3)
+    check_grad(lambda a: lg.max_pool2d(a, kernel_size=k), x)
+    check_grad(lambda a: lg.avg_pool2d(a, kernel_size=k), x)
+
+
+def test_tiled_max_pool_ties_go_to_the_first_element() -> None:
+    x = lg.asarray(np.zeros((1, 1, 2, 4)), requires_grad=True)  # e.g. after a ReLU
+    (g,) = lg.grad(lg.max_pool2d(x, kernel_size=2).sum(), [x])
+    np.testing.assert_array_equal(g.numpy(), [[[[1, 0, 1, 0], [0, 0, 0, 0]]]])
