@@ -1,0 +1,301 @@
+"""The iteration domain of a fusable region: which loop axis each array dimension walks.
+
+Every dimension of every node in a region (and of its external inputs) is mapped to a
+domain axis, or to -1 for a unit dimension that broadcasting stretches. Broadcasting and
+reductions relate the axes; a union-find merges axes that must be the same loop. A region
+is one kernel when all its reductions reduce the same axes R: the kernel then loops over
+the kept axes K outside and, per stage, over R inside. `Domain` grows one node at a time
+(fusion asks whether a node may join) and rolls back when a node does not fit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from jit import types
+from ops.node import Node
+
+#: per-element price of storing a value and reading it back (write + read of one element),
+#: in the units of the operators' `jit_cost` (an add is 1); recomputing more than this is
+#: worse than a region boundary
+STORE_COST = 16.0
+
+#: operators the JIT lowers itself into elementwise and reduction steps
+COMPOSITES = ("softmax", "log_softmax", "logsumexp")
+
+
+class NotFusable(Exception):
+    """A node cannot join a region (the message says why)."""
+
+
+def _ufunc_loop(node: Node) -> tuple[np.dtype, ...] | None:
+    """NumPy's loop dtypes for the operands of an elementwise node, or None."""
+    op = node.op
+    name = op.name
+    out = node.dtype
+    if name in ("where",):
+        return (node.inputs[0].dtype, out, out)
+    if name in ("clip", "sigmoid", "erf", "round"):
+        return (out,) * len(node.inputs)
+    if name == "astype":
+        return (node.inputs[0].dtype,)
+    fn = getattr(op, "fn", None)
+    if not isinstance(fn, np.ufunc):
+        return None
+    sig = []
+    for n in node.inputs:
+        sig.append(type(n.buffer) if n.op.name == "scalar" else n.dtype)
+    weak_int = any(s is int for s in sig)
+    try:
+        loop = fn.resolve_dtypes(tuple(sig) + (None,) * fn.nout)
+    except (TypeError, ValueError):
+        return None
+    ins = tuple(np.dtype(d) for d in loop[: fn.nin])
+    if len(set(ins)) != 1:
+        return None  # mixed int64/uint64 comparison loops have no single C type
+    if weak_int and loop[-1] == np.bool_ and ins[0].kind in "iu":
+        # NumPy compares Python ints by value (int8 < 1000 is True): compare in int64.
+        if ins[0] == np.uint64:
+            return None
+        return (np.dtype(np.int64),) * fn.nin
+    return ins
+
+
+def template(node: Node) -> tuple[str, tuple[np.dtype, ...]]:
+    """The C template and operand loop dtypes of an elementwise node (raises NotFusable)."""
+    table = getattr(node.op, "jit_expr", None)
+    if table is None:
+        raise NotFusable(f"{node.op.name} has no JIT description")
+    loop = _ufunc_loop(node)
+    if loop is None:
+        raise NotFusable(f"{node.op.name}: no single loop dtype for these operands")
+    if node.op.name == "astype":
+        src, dst = node.inputs[0].dtype, node.dtype
+        if src.kind == "f" and dst.kind in "iu":
+            raise NotFusable("astype: float to integer conversion of out-of-range values differs from NumPy")
+        kind = dst.kind
+    elif node.op.name == "where":
+        kind = node.dtype.kind
+    else:
+        kind = loop[-1].kind if loop else node.dtype.kind
+    for dt in (*loop, node.dtype):
+        if not types.supported(dt):
+            raise NotFusable(f"{node.op.name}: dtype {dt} is not handled by fused kernels")
+    for kinds, tpl in table.items():
+        if kind in kinds:
+            return tpl, loop
+    raise NotFusable(f"{node.op.name}: no JIT template for dtype kind {kind!r}")
+
+
+def reduced_axes_attr(node: Node) -> tuple[int, ...]:
+    """The axes (of the input) a reducing node reduces."""
+    axis = node.attrs.get("axis")
+    if isinstance(axis, int):
+        return (axis,)
+    return tuple(axis)
+
+
+def check_node(node: Node) -> None:
+    """Raise NotFusable unless the JIT can compute this node inside a kernel."""
+    kind = node.op.kind
+    name = node.op.name
+    if not types.supported(node.dtype):
+        raise NotFusable(f"{name}: dtype {node.dtype} is not handled by fused kernels")
+    for n in node.inputs:
+        if not types.supported(n.dtype):
+            raise NotFusable(f"{name}: input dtype {n.dtype} is not handled by fused kernels")
+    if kind == "elementwise":
+        template(node)
+    elif kind == "reduction" and getattr(node.op, "jit_reduce", None):
+        pass
+    elif name in COMPOSITES:
+        if node.dtype.kind != "f":
+            raise NotFusable(f"{name}: result dtype {node.dtype} is not a float")
+    else:
+        raise NotFusable(f"{name} ({kind}) is not fusable")
+
+
+class Domain:
+    """Axis mapping of a growing region (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+        self.size: dict[int, int] = {}
+        self.amap: dict[int, tuple[int, ...]] = {}  # id(node) -> axis per dimension (-1: unit)
+        self.members: dict[int, Node] = {}
+        self.level: dict[int, int] = {}  # reductions deepen the level (stage) of what follows
+        self.subcost: dict[int, float] = {}  # price of recomputing a value per element
+        self.reduce: list[int] = []  # axes all reductions reduce (raw ids)
+        self.has_reduction = False
+        self._next = 0
+
+    # -- union-find -------------------------------------------------------------------
+    def find(self, a: int) -> int:
+        """Representative axis of `a`."""
+        while self.parent[a] != a:
+            self.parent[a] = self.parent[self.parent[a]]
+            a = self.parent[a]
+        return a
+
+    def _new_axis(self, size: int) -> int:
+        a = self._next
+        self._next += 1
+        self.parent[a] = a
+        self.size[a] = size
+        return a
+
+    def _union(self, a: int, b: int) -> int:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            if self.size[ra] != self.size[rb]:
+                raise NotFusable("axes of different sizes would have to be one loop")
+            self.parent[rb] = ra
+        return ra
+
+    def roots(self, node: Node) -> tuple[int, ...]:
+        """The node's axes as representatives (-1 for unit dimensions)."""
+        return tuple(-1 if a < 0 else self.find(a) for a in self.amap[id(node)])
+
+    def reduce_roots(self) -> frozenset[int]:
+        """The representatives of the reduced axes R."""
+        return frozenset(self.find(a) for a in self.reduce)
+
+    def copy(self) -> Domain:
+        """An independent copy (a trial join works on one)."""
+        d = Domain.__new__(Domain)
+        d.parent = dict(self.parent)
+        d.size = dict(self.size)
+        d.amap = dict(self.amap)
+        d.members = dict(self.members)
+        d.level = dict(self.level)
+        d.subcost = dict(self.subcost)
+        d.reduce = list(self.reduce)
+        d.has_reduction = self.has_reduction
+        d._next = self._next
+        return d
+
+    # -- growing ----------------------------------------------------------------------
+    def axes_of(self, node: Node) -> tuple[int, ...]:
+        """Axes of a node already seen, or fresh axes for a new external input."""
+        m = self.amap.get(id(node))
+        if m is None:
+            m = tuple(-1 if d == 1 else self._new_axis(d) for d in node.shape)
+            self.amap[id(node)] = m
+            self.level.setdefault(id(node), 0)
+        return m
+
+    def add(self, node: Node) -> None:
+        """Map `node` into the domain; raise NotFusable (state then undefined: use a copy)."""
+        check_node(node)
+        name = node.op.name
+        if node.op.kind == "elementwise":
+            out = self._broadcast(node)
+            level = max((self.level.get(id(c), 0) for c in node.inputs), default=0)
+            red: tuple[int, ...] = ()
+        else:
+            (x,) = node.inputs
+            xm = self.axes_of(x)
+            axes = reduced_axes_attr(node) if name != "softmax" and name != "log_softmax" else ()
+            if name in ("softmax", "log_softmax"):
+                axes = (node.attrs["axis"],)
+            red = tuple(xm[a] for a in axes if xm[a] >= 0)
+            if not red:
+                raise NotFusable(f"{name}: reduces only unit dimensions")
+            if name in ("softmax", "log_softmax"):
+                out = xm
+            elif node.attrs.get("keepdims"):
+                out = tuple(-1 if i in axes else a for i, a in enumerate(xm))
+            else:
+                out = tuple(a for i, a in enumerate(xm) if i not in axes)
+            level = self.level.get(id(x), 0) + (2 if name in ("var", "std") else 1)
+            if name in ("softmax", "log_softmax"):
+                level += 1  # max, then the sum of exponentials, then the result
+            elif name == "logsumexp":
+                level += 1
+        self.amap[id(node)] = out
+        self.members[id(node)] = node
+        self.level[id(node)] = level
+        if red:
+            if self.has_reduction:
+                mine = frozenset(self.find(a) for a in red)
+                if mine != self.reduce_roots() or len(mine) != len(red):
+                    raise NotFusable(f"{name}: reduces other axes than the region's reductions")
+            else:
+                self.reduce = list(red)
+                self.has_reduction = True
+        self._check(node)
+        self._price(node)
+
+    def _broadcast(self, node: Node) -> tuple[int, ...]:
+        nd = len(node.shape)
+        out: list[int] = []
+        maps = [(c, self.axes_of(c)) for c in node.inputs]
+        for j in range(nd):
+            axis = -1
+            for c, m in maps:
+                k = j - (nd - len(m))
+                if k < 0 or m[k] < 0:
+                    continue
+                axis = m[k] if axis < 0 else self._union(axis, m[k])
+            if axis < 0 and node.shape[j] != 1:
+                axis = self._new_axis(node.shape[j])
+            out.append(axis)
+        return tuple(out)
+
+    def _check(self, node: Node) -> None:
+        r = self.reduce_roots()
+        for nid, n in self.members.items():
+            roots = [a for a in self.roots(n) if a >= 0]
+            if len(set(roots)) != len(roots):
+                raise NotFusable(f"{n.op.name}: one loop would index two dimensions (a diagonal)")
+            if n.op.kind == "reduction" and set(roots) & r:
+                raise NotFusable(f"{n.op.name}: keeps an axis the region reduces")
+        for c in node.inputs:
+            if id(c) not in self.members:
+                roots = [a for a in self.roots(c) if a >= 0]
+                if len(set(roots)) != len(roots):
+                    raise NotFusable("an input would be read along a diagonal")
+
+    def full(self, node: Node) -> bool:
+        """True when the node varies along a reduced axis (computed inside the R loops)."""
+        r = self.reduce_roots()
+        return any(a in r for a in self.roots(node) if a >= 0)
+
+    def _price(self, node: Node) -> None:
+        """Refuse to recompute an expensive shared value in a later stage (store it instead)."""
+        own = float(getattr(node.op, "jit_cost", 8.0))
+        total = own
+        lv = self.level[id(node)]
+        for c in node.inputs:
+            if id(c) not in self.members or not self.full(c):
+                continue
+            sub = self.subcost.get(id(c), 0.0)
+            total += sub
+            if node.op.kind == "elementwise" and self.level[id(c)] < lv and sub > STORE_COST:
+                raise NotFusable(
+                    f"{node.op.name}: recomputing {c.op.name} in a later stage costs {sub:g} > "
+                    f"storing it ({STORE_COST:g})"
+                )
+        self.subcost[id(node)] = total
+
+
+def try_join(domain: Domain, node: Node) -> Domain | None:
+    """A copy of `domain` with `node` added, or None when it does not fit."""
+    d = domain.copy()
+    try:
+        d.add(node)
+    except NotFusable:
+        return None
+    return d
+
+
+def describe(domain: Domain) -> dict[str, Any]:
+    """Axis sizes, reduced axes and member count (for debugging output)."""
+    roots = sorted({domain.find(a) for a in domain.parent})
+    return {
+        "axes": {a: domain.size[a] for a in roots},
+        "reduce": sorted(domain.reduce_roots()),
+        "members": len(domain.members),
+    }

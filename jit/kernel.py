@@ -1,0 +1,226 @@
+"""Regions and their compiled kernels: the callable the executor (or a benchmark) runs.
+
+`Region` is a fusable subgraph: member nodes in topological order, the external inputs
+they read (arrays or Python scalars) and the members whose values leave the region.
+`compile_region` returns a `FusedKernel` shared by every region with the same structure
+(operators, attributes, dtypes, connections, which dimensions are 1 — never sizes or
+values); calling it with the inputs' values returns the outputs. Each distinct layout of
+the arguments (coalesced loops, unit strides) is searched (A*), rendered and compiled once;
+later calls only pack arguments and launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from jit import astar, compile_c, layout as lay, types
+from jit.domain import Domain, NotFusable
+from jit.layout import Layout
+from jit.render_c import render_c
+from jit.spec import Spec, build_spec
+from ops.node import Node
+
+
+def enabled() -> bool:
+    """False when LAZYGRAPH_JIT=0 turns fused kernels off."""
+    return os.environ.get("LAZYGRAPH_JIT", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def debug_level() -> int:
+    """LAZYGRAPH_DEBUG as an int (the JIT prints kernels at 3)."""
+    try:
+        return int(os.environ.get("LAZYGRAPH_DEBUG", "0") or 0)
+    except ValueError:
+        return 1
+
+
+def log(msg: str) -> None:
+    """One debug message on stderr."""
+    print(f"[lazygraph] {msg}", file=sys.stderr)
+
+
+@dataclass
+class Region:
+    """A fusable subgraph (see the module docstring)."""
+
+    nodes: list[Node]
+    inputs: list[Node]
+    outputs: list[Node]
+    domain: Domain = field(repr=False, default=None)  # type: ignore[assignment]
+
+
+def make_region(nodes: list[Node], outputs: list[Node]) -> Region:
+    """A region from members in topological order; raises NotFusable when they are not one kernel."""
+    d = Domain()
+    for n in nodes:
+        d.add(n)
+    members = {id(n) for n in nodes}
+    inputs: list[Node] = []
+    seen: set[int] = set()
+    for n in nodes:
+        for c in n.inputs:
+            if id(c) not in members and id(c) not in seen:
+                seen.add(id(c))
+                inputs.append(c)
+    for o in outputs:
+        if id(o) not in members:
+            raise NotFusable("an output is not a member of the region")
+    return Region(list(nodes), inputs, list(outputs), d)
+
+
+def signature(region: Region) -> tuple:
+    """Structure of a region: equal signatures compute the same function of their inputs."""
+    idx: dict[int, int] = {}
+    parts: list[Any] = []
+    for n in region.inputs:
+        idx[id(n)] = len(idx)
+        if n.op.name == "scalar":
+            parts.append(("scalar", str(n.dtype), type(n.buffer).__name__))
+        else:
+            parts.append(("array", str(n.dtype), tuple(d == 1 for d in n.shape)))
+    for n in region.nodes:
+        idx[id(n)] = len(idx)
+        attrs = tuple(sorted((k, repr(v)) for k, v in n.attrs.items()))
+        ins = tuple(idx[id(c)] for c in n.inputs)
+        parts.append((n.op.name, str(n.dtype), attrs, ins, tuple(d == 1 for d in n.shape)))
+    parts.append(tuple(idx[id(o)] for o in region.outputs))
+    return tuple(parts)
+
+
+_warned = False
+
+
+def _warn_no_compiler() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            "lazygraph: no C compiler found ($CC, cc, gcc, clang); fused regions run op by op on NumPy",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+class FusedKernel:
+    """One region structure's kernels, one per argument layout (see the module docstring)."""
+
+    def __init__(self, region: Region) -> None:
+        self.spec: Spec = build_spec(region.domain, region.nodes, region.inputs, region.outputs)
+        # No references to graph nodes are kept (they would keep whole graphs alive): the
+        # NumPy fallback replays (operator, attributes, input slots) instead.
+        self.in_dtypes = [n.dtype for n in region.inputs]
+        self.spec.inputs = []
+        self.spec.out_nodes = []
+        slot = {id(n): i for i, n in enumerate(region.inputs)}
+        self.program = []
+        for n in region.nodes:
+            self.program.append((n.op, n.attrs, tuple(slot[id(c)] for c in n.inputs)))
+            slot[id(n)] = len(slot)
+        self.out_slots = [slot[id(o)] for o in region.outputs]
+        self.names = [n.op.name for n in region.nodes]
+        self.variants: dict[Layout, tuple[Any, astar.SearchResult, str]] = {}
+
+    # -- sizes, outputs, layout -----------------------------------------------------------
+    def _sizes(self, arrays: list[np.ndarray]) -> dict[int, int]:
+        sizes: dict[int, int] = {}
+        for ref, arr in zip(self.spec.arrays, arrays):
+            for dim, root in enumerate(ref.roots):
+                if root >= 0:
+                    sizes[root] = arr.shape[dim]
+        return sizes
+
+    def __call__(self, *values: Any) -> list[np.ndarray]:
+        """Run the kernel on the inputs' values (arrays and scalars, in `Region.inputs` order)."""
+        spec = self.spec
+        arrays: list[np.ndarray] = []
+        fs: list[float] = []
+        is_: list[int] = []
+        for (kind, _), v, dt in zip(spec.arg_of_input, values, self.in_dtypes):
+            if kind == "scalar":
+                if dt.kind == "f":
+                    fs.append(float(v))
+                else:
+                    iv = int(v)
+                    is_.append(iv - (1 << 64) if iv >= 1 << 63 else iv)
+            else:
+                arrays.append(np.asarray(v))
+        sizes = self._sizes(arrays)
+        outs = []
+        for _, ai in spec.outputs:
+            ref = spec.arrays[ai]
+            shp = tuple(1 if r < 0 else sizes[r] for r in ref.roots)
+            outs.append(np.empty(shp, dtype=ref.dtype))
+        if any(sizes[a] == 0 for a in spec.K) or not compile_c.available():
+            if not compile_c.available():
+                _warn_no_compiler()
+                return self.fallback(values)
+            return self._empty(outs, sizes)
+        allarr = arrays + outs
+        strides = lay.axis_strides(spec, allarr)
+        layout = lay.make_layout(spec, sizes, strides)
+        fn = self.variants.get(layout)
+        if fn is None:
+            fn = self._build(layout)
+        dims = np.asarray(lay.loop_args(spec, layout, sizes, strides), dtype=np.int64)
+        ptrs = (ctypes.c_void_p * max(1, len(allarr)))(*[a.ctypes.data for a in allarr])
+        fsa = np.asarray(fs or [0.0], dtype=np.float64)
+        isa = np.asarray(is_ or [0], dtype=np.int64)
+        fn[0](ptrs, dims.ctypes.data, fsa.ctypes.data, isa.ctypes.data)
+        return outs
+
+    def _empty(self, outs: list[np.ndarray], sizes: dict[int, int]) -> list[np.ndarray]:
+        return outs  # a kept axis of size 0: every output is empty
+
+    def _build(self, layout: Layout) -> tuple[Any, astar.SearchResult, str]:
+        spec = self.spec
+        kir = lay.build_ir(spec, layout, "cpu")
+        result = astar.astar(kir, astar.cpu_target(lay.dtype_lanes(spec)))
+        tc = compile_c.toolchain()
+        source = render_c(spec, layout, result.assignment, mvec=bool(tc and tc["mvec"]))
+        if debug_level() >= 3:
+            log(
+                f"JIT kernel ({len(self.names)} ops: {', '.join(self.names)})\n{kir.describe()}\n"
+                f"A*: {result.describe(kir)}\n{compile_c.numbered(source)}"
+            )
+        fn = compile_c.build(source)
+        entry = (fn, result, source)
+        self.variants[layout] = entry
+        return entry
+
+    def fallback(self, values: tuple) -> list[np.ndarray]:
+        """The region op by op with the NumPy reference kernels."""
+        env: list[Any] = list(values)
+        with np.errstate(all="ignore"):
+            for op, attrs, ins in self.program:
+                env.append(np.asarray(op.kernel(*(env[i] for i in ins), **attrs)))
+        return [np.asarray(env[i]) for i in self.out_slots]
+
+
+_kernels: dict[tuple, FusedKernel] = {}
+
+
+def compile_region(region: Region) -> FusedKernel:
+    """The kernel for `region`'s structure (built once per structure)."""
+    sig = signature(region)
+    k = _kernels.get(sig)
+    if k is None:
+        k = FusedKernel(region)
+        _kernels[sig] = k
+    return k
+
+
+def kernel_count() -> int:
+    """Distinct region structures compiled in this process."""
+    return len(_kernels)
+
+
+def dtype_ok(node: Node) -> bool:
+    """True when fused kernels support the node's dtype."""
+    return types.supported(node.dtype)

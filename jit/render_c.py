@@ -1,0 +1,122 @@
+"""C with OpenMP for the CPU: one `lg_kernel` function per fused region.
+
+Assignment to OpenMP: Blocks is `parallel for` (one chunk of iterations per core), Threads is
+`simd` (vector lanes), BlocksAndThreads is `parallel for simd`, Sequential a plain loop.
+Reductions carry OpenMP `reduction` clauses, so vectorised and threaded sums need no
+-ffast-math: the reassociation is allowed exactly where the pragma says so. Vector math
+(exp, log, tanh, ...) comes from glibc's libmvec through `declare simd` declarations.
+"""
+
+from __future__ import annotations
+
+from jit.ir import Par
+from jit.render import Renderer
+
+PRELUDE = r"""#include <stdint.h>
+#include <tgmath.h>
+
+#define LG_INT_HELPERS(T, t) \
+static inline T lg_floordiv_##t(T a, T b) { \
+  if (b == 0) return 0; \
+  if (b == -1) return (T)(0 - (uint64_t)a); \
+  T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; } \
+static inline T lg_remainder_##t(T a, T b) { \
+  if (b == 0 || b == -1) return 0; \
+  T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; } \
+static inline T lg_shl_##t(T a, T b) { return (b < 0 || b >= (T)(8 * sizeof(T))) ? 0 : (T)((uint64_t)a << b); } \
+static inline T lg_shr_##t(T a, T b) { \
+  return (b < 0 || b >= (T)(8 * sizeof(T))) ? (a < 0 ? -1 : 0) : (T)(a >> b); }
+#define LG_UINT_HELPERS(T, t) \
+static inline T lg_floordiv_##t(T a, T b) { return b == 0 ? 0 : a / b; } \
+static inline T lg_remainder_##t(T a, T b) { return b == 0 ? 0 : a % b; } \
+static inline T lg_shl_##t(T a, T b) { return b >= 8 * sizeof(T) ? 0 : (T)(a << b); } \
+static inline T lg_shr_##t(T a, T b) { return b >= 8 * sizeof(T) ? 0 : (T)(a >> b); }
+#define LG_FLOAT_HELPERS(T, t) \
+static inline T lg_floordiv_##t(T a, T b) { \
+  if (b == 0) return a / b; \
+  T mod = fmod(a, b); T div = (a - mod) / b; \
+  if (mod != 0) { if ((b < 0) != (mod < 0)) { div -= 1; } } \
+  if (div != 0) { T f = floor(div); if (div - f > (T)0.5) f += 1; return f; } \
+  return copysign((T)0, a / b); } \
+static inline T lg_remainder_##t(T a, T b) { \
+  T mod = fmod(a, b); if (b == 0) return mod; \
+  if (mod != 0) { if ((b < 0) != (mod < 0)) mod += b; } else { mod = copysign((T)0, b); } \
+  return mod; } \
+static inline T lg_sigmoid_##t(T x) { T e = exp(-fabs(x)); return x >= 0 ? (T)1 / ((T)1 + e) : e / ((T)1 + e); } \
+static inline T lg_round_##t(T x, int d) { \
+  if (d == 0) return rint(x); \
+  T p = (T)pow(10.0, (double)(d > 0 ? d : -d)); \
+  return d > 0 ? rint(x * p) / p : rint(x / p) * p; }
+LG_INT_HELPERS(int8_t, i8) LG_INT_HELPERS(int16_t, i16) LG_INT_HELPERS(int32_t, i32) LG_INT_HELPERS(int64_t, i64)
+LG_UINT_HELPERS(uint8_t, u8) LG_UINT_HELPERS(uint16_t, u16) LG_UINT_HELPERS(uint32_t, u32)
+LG_UINT_HELPERS(uint64_t, u64)
+LG_FLOAT_HELPERS(float, f32) LG_FLOAT_HELPERS(double, f64)
+#define lg_sigmoid(x) _Generic((x), float: lg_sigmoid_f32, default: lg_sigmoid_f64)(x)
+#define lg_round(x, d) _Generic((x), float: lg_round_f32, default: lg_round_f64)((x), (d))
+#define lg_max_(a, b) (((a) >= (b) || (a) != (a)) ? (a) : (b))
+#define lg_min_(a, b) (((a) <= (b) || (a) != (a)) ? (a) : (b))
+#define lg_clip(x, lo, hi) lg_min_(lg_max_((x), (lo)), (hi))
+"""
+
+#: functions glibc's libmvec vectorises (float and double variants)
+MVEC = (
+    "exp", "log", "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf",
+    "expm1", "log1p", "log2", "log10", "exp2", "atan2", "pow",
+)  # fmt: skip
+
+
+def mvec_declarations() -> str:
+    """`declare simd` prototypes so loops calling these functions vectorise."""
+    out = []
+    for f in MVEC:
+        arity = 2 if f in ("atan2", "pow") else 1
+        for t, suffix in (("float", "f"), ("double", "")):
+            params = ", ".join([t] * arity)
+            out.append(f"#pragma omp declare simd notinbranch\n{t} ({f}{suffix})({params});")
+    return "\n".join(out) + "\n"
+
+
+class CRenderer(Renderer):
+    """OpenMP C (see the module docstring)."""
+
+    def open_loop(self, li: int, par: Par, reds: list[int], kept: bool) -> None:
+        """`for` with the pragma the assignment asks for."""
+        clause = self.reduction_clause(reds)
+        if par is Par.BLOCKS:
+            self.emit(f"#pragma omp parallel for schedule(static){clause}")
+        elif par is Par.THREADS:
+            self.emit(f"#pragma omp simd{clause}")
+        elif par is Par.BLOCKS_AND_THREADS:
+            self.emit(f"#pragma omp parallel for simd schedule(static){clause}")
+        self.emit(f"for (int64_t i{li} = 0; i{li} < n{li}; i{li}++) {{")
+        self.depth += 1
+
+
+def render_c(spec, layout, assign: tuple[Par, ...], mvec: bool = True) -> str:  # noqa: ANN001
+    """The complete C source of one kernel."""
+    r = CRenderer(spec, layout, assign)
+    body = r.body()
+    head = [PRELUDE, mvec_declarations() if mvec else ""]
+    head.append("void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {")
+    nl = layout.nloops
+    for li in range(nl):
+        head.append(f"  const int64_t n{li} = dims[{li}];")
+    k = nl
+    for ai, ref in enumerate(spec.arrays):
+        t = r.ct(ref.dtype)
+        if ref.output:
+            head.append(f"  {t} *restrict a{ai} = ({t} *)ptrs[{ai}];")
+        else:
+            head.append(f"  const {t} *restrict a{ai} = (const {t} *)ptrs[{ai}];")
+        for li in range(nl):
+            if layout.moves[ai][li]:
+                head.append(f"  const int64_t s{ai}_{li} = dims[{k}];")
+                k += 1
+    for i, v in enumerate(spec.values):
+        if v.kind == "scalar":
+            src = f"fs[{v.index}]" if v.dtype.kind == "f" else f"is[{v.index}]"
+            head.append(f"  const {r.ct(v.dtype)} v{i} = ({r.ct(v.dtype)}){src};")
+    count = " * ".join(f"n{spec_li}" for spec_li in range(len(layout.kloops), nl)) or "1"
+    head.append(f"  const int64_t lg_count = {count};")
+    head.append("  (void)lg_count; (void)fs; (void)is;")
+    return "\n".join(head) + "\n" + "\n".join(body) + "\n}\n"
