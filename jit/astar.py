@@ -22,7 +22,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from jit.ir import Par, KernelIR, check_complete, consistent
+from jit.ir import KernelIR, Par, check_complete, consistent
 
 
 @dataclass(frozen=True)

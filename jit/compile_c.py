@@ -71,7 +71,9 @@ def _try(cc: str, flags: list[str], src: str, libs: list[str]) -> bool:
         c = os.path.join(d, "t.c")
         with open(c, "w") as f:
             f.write(src)
-        r = subprocess.run([cc, *flags, c, "-o", os.path.join(d, "t.so"), *libs], capture_output=True, timeout=120)
+        r = subprocess.run(
+            [cc, *flags, c, "-o", os.path.join(d, "t.so"), *libs], capture_output=True, timeout=120
+        )
         return r.returncode == 0
 
 

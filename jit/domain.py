@@ -234,7 +234,7 @@ class Domain:
         maps = [(c, self.axes_of(c)) for c in node.inputs]
         for j in range(nd):
             axis = -1
-            for c, m in maps:
+            for _c, m in maps:
                 k = j - (nd - len(m))
                 if k < 0 or m[k] < 0:
                     continue
@@ -246,7 +246,7 @@ class Domain:
 
     def _check(self, node: Node) -> None:
         r = self.reduce_roots()
-        for nid, n in self.members.items():
+        for _nid, n in self.members.items():
             roots = [a for a in self.roots(n) if a >= 0]
             if len(set(roots)) != len(roots):
                 raise NotFusable(f"{n.op.name}: one loop would index two dimensions (a diagonal)")

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from jit import astar, compile_c, layout as lay, types
+from jit import astar, compile_c, types
+from jit import layout as lay
 from jit.domain import Domain, NotFusable
 from jit.layout import Layout
 from jit.render_c import render_c

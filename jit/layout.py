@@ -177,7 +177,7 @@ def build_ir(spec: Spec, layout: Layout, target: str, hint: int = 1024) -> kir.K
                 innermost=inner,
                 hint=hint,
             )
-            for ai, ref in enumerate(spec.arrays):
+            for ai, _ref in enumerate(spec.arrays):
                 if layout.moves[ai][li] and _reads(spec, ai, vals, finals):
                     lp.iterators.append(kir.Iterator(f"a{ai}", inner and layout.unit[ai][li]))
             loops.append(lp)

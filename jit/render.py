@@ -253,8 +253,11 @@ class Renderer:
         t = self.ct(v.dtype)
         ddof = repr(float(v.ddof))
         divisor = f"(((double)lg_count - {ddof}) > 0 ? ((double)lg_count - {ddof}) : 0.0)"
-        return v.finish.replace("{acc}", f"acc{r}").replace("{T}", t).replace("{count}", "lg_count").replace(
-            "{divisor}", divisor
+        return (
+            v.finish.replace("{acc}", f"acc{r}")
+            .replace("{T}", t)
+            .replace("{count}", "lg_count")
+            .replace("{divisor}", divisor)
         )
 
     def finish(self, r: int) -> None:

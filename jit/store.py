@@ -23,7 +23,9 @@ VERSION = 1
 
 def root() -> Path:
     """Directory of the kernel store (created on first write)."""
-    base = os.environ.get("LAZYGRAPH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lazygraph")
+    base = os.environ.get("LAZYGRAPH_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "lazygraph"
+    )
     return Path(base) / "jit" / f"v{VERSION}"
 
 

@@ -1,0 +1,216 @@
+"""Fusion: group a scheduled graph's elementwise ops and reductions into JIT regions.
+
+Walking nodes in topological order, a fusable node joins the region of a producer when the
+region's domain accepts it (jit/domain.py: one set of reduced axes, no diagonal reads,
+recomputation cheaper than storing) and joining makes no cycle (no path from the region to
+the node through a node outside it). A node whose producers sit in several regions merges
+them when that is acyclic and one kernel, so two chains that meet end in one region.
+Everything else — library calls (matmul, conv2d), data movement, views of intermediates —
+is a region boundary and runs its own kernel. Regions whose arrays are all small stay with
+NumPy: a kernel launch through ctypes costs more than NumPy's per-op overhead there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from jit.domain import Domain, NotFusable, check_node
+from jit.kernel import Region
+from ops.node import Node
+
+#: members per region at most (bounds compile time and the domain checks' cost)
+MAX_MEMBERS = 256
+
+
+class _Group:
+    __slots__ = ("gid", "members", "domain", "deps")
+
+    def __init__(self, gid: int, domain: Domain, first: Node) -> None:
+        self.gid = gid
+        self.members: list[Node] = [first]
+        self.domain = domain
+        self.deps: set[int] = set()  # groups that this group's outside inputs depend on
+
+
+class _Fuser:
+    def __init__(self, order: Sequence[Node]) -> None:
+        self.pos = {id(n): i for i, n in enumerate(order)}
+        self.group_of: dict[int, _Group] = {}
+        self.parent: dict[int, int] = {}
+        self.groups: dict[int, _Group] = {}
+        self.dep: dict[int, set[int]] = {}
+
+    def find(self, g: int) -> int:
+        while self.parent[g] != g:
+            self.parent[g] = self.parent[self.parent[g]]
+            g = self.parent[g]
+        return g
+
+    def gid(self, c: Node) -> int | None:
+        g = self.group_of.get(id(c))
+        return None if g is None else self.find(g.gid)
+
+    def deps_of(self, c: Node) -> set[int]:
+        """Groups `c`'s value depends on (its own included)."""
+        s = {self.find(g) for g in self.dep.get(id(c), ())}
+        g = self.gid(c)
+        if g is not None:
+            s.add(g)
+        return s
+
+    def run(self, order: Sequence[Node]) -> None:
+        for n in order:
+            d_n: set[int] = set()
+            for c in n.inputs:
+                d_n |= self.deps_of(c)
+            self.dep[id(n)] = d_n
+            try:
+                check_node(n)
+            except NotFusable:
+                continue
+            cands: list[_Group] = []
+            for c in n.inputs:
+                g = self.gid(c)
+                if g is not None and self.groups[g] not in cands:
+                    cands.append(self.groups[g])
+            joined = self.join(n, cands)
+            if joined is None:
+                dom = Domain()
+                try:
+                    dom.add(n)
+                except NotFusable:
+                    continue
+                gid = len(self.parent)
+                self.parent[gid] = gid
+                joined = _Group(gid, dom, n)
+                self.groups[gid] = joined
+            for c in n.inputs:
+                if self.gid(c) != joined.gid:
+                    joined.deps |= self.deps_of(c)
+            self.group_of[id(n)] = joined
+
+    def join(self, n: Node, cands: list[_Group]) -> _Group | None:
+        """Add n to a candidate group (merging several when possible); None if none fits."""
+        if len(cands) > 1:
+            merged = self.merge(n, cands)
+            if merged is not None:
+                return merged
+        for g in sorted(cands, key=lambda g: -len(g.members)):
+            if len(g.members) >= MAX_MEMBERS:
+                continue
+            if any(g.gid in self.deps_of(c) for c in n.inputs if self.gid(c) != g.gid):
+                continue  # n reads a value computed from g outside g: joining makes a cycle
+            d = g.domain.copy()
+            try:
+                d.add(n)
+            except NotFusable:
+                continue
+            g.domain = d
+            g.members.append(n)
+            return g
+        return None
+
+    def merge(self, n: Node, cands: list[_Group]) -> _Group | None:
+        ids = {g.gid for g in cands}
+        if any(ids & {self.find(x) for x in g.deps} for g in cands):
+            return None
+        if any(self.deps_of(c) & ids for c in n.inputs if self.gid(c) not in ids):
+            return None
+        members = sorted((m for g in cands for m in g.members), key=lambda m: self.pos[id(m)])
+        if len(members) >= MAX_MEMBERS:
+            return None
+        dom = Domain()
+        try:
+            for m in members + [n]:
+                dom.add(m)
+        except NotFusable:
+            return None
+        keep = cands[0]
+        for g in cands[1:]:
+            self.parent[g.gid] = keep.gid
+            keep.deps |= g.deps
+            del self.groups[g.gid]
+        keep.members = members + [n]
+        keep.domain = dom
+        keep.deps = {self.find(x) for x in keep.deps} - {keep.gid}
+        return keep
+
+
+def find_regions(
+    order: Sequence[Node], needed_outside: Iterable[Node] = (), min_size: int = 0
+) -> list[Region]:
+    """Regions of `order` (a topological order of unevaluated nodes), in a runnable order.
+
+    `needed_outside` are nodes whose values must be materialized whatever consumes them (the
+    evaluation's roots and memoized nodes). Nodes in no region run on their own.
+    """
+    f = _Fuser(order)
+    f.run(order)
+    needed = {id(n) for n in needed_outside}
+    used_outside: set[int] = set()
+    for n in order:
+        gid = f.gid(n)
+        for c in n.inputs:
+            cg = f.gid(c)
+            if cg is not None and cg != gid:
+                used_outside.add(id(c))
+    out: list[Region] = []
+    for g in f.groups.values():
+        members = g.members
+        if max(m.size for m in members) < min_size:
+            continue
+        mids = {id(m) for m in members}
+        outputs = [m for m in members if id(m) in needed or id(m) in used_outside]
+        if not outputs:
+            continue
+        inputs: list[Node] = []
+        seen: set[int] = set()
+        for m in members:
+            for c in m.inputs:
+                if id(c) not in mids and id(c) not in seen:
+                    seen.add(id(c))
+                    inputs.append(c)
+        out.append(Region(list(members), inputs, outputs, g.domain))
+    out.sort(key=lambda r: f.pos[id(r.nodes[-1])])
+    return out
+
+
+def units(order: Sequence[Node], regions: Sequence[Region]) -> list[Node | Region]:
+    """`order` with each region's members replaced by the region, in a runnable order.
+
+    A node outside a region may read a member's value, so regions cannot simply run at the
+    place of their last member: the contracted graph is sorted again (depth first).
+    """
+    unit_of: dict[int, Region] = {}
+    for r in regions:
+        for m in r.nodes:
+            unit_of[id(m)] = r
+    in_order = {id(n) for n in order}
+    done: set[int] = set()
+    out: list[Node | Region] = []
+
+    def preds(u: Node | Region) -> list[Node]:
+        if isinstance(u, Region):
+            return u.inputs
+        return list(u.inputs)
+
+    for n in order:
+        u0: Node | Region = unit_of.get(id(n), n)
+        if id(u0) in done:
+            continue
+        stack = [(u0, iter(preds(u0)))]
+        done.add(id(u0))
+        while stack:
+            u, it = stack[-1]
+            for c in it:
+                if id(c) not in in_order:
+                    continue
+                cu: Node | Region = unit_of.get(id(c), c)
+                if id(cu) not in done:
+                    done.add(id(cu))
+                    stack.append((cu, iter(preds(cu))))
+                    break
+            else:
+                stack.pop()
+                out.append(u)
+    return out
