@@ -65,7 +65,7 @@ class Loop:
     reduces: str | None = None  # combine rule when the loop accumulates a reduction
     fuse_group: int | None = None
     innermost: bool = False
-    hint: int = 1024  # extent the cost model assumes (sizes are symbolic)
+    hint: int = 4096  # extent the cost model assumes (sizes are symbolic)
     iterators: list[Iterator] = field(default_factory=list)
 
 

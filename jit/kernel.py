@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from jit import astar, compile_c, types
+from jit import astar, compile_c, nvrtc, render_cuda, types
 from jit import layout as lay
 from jit.domain import Domain, NotFusable
 from jit.layout import Layout
@@ -127,6 +127,8 @@ class FusedKernel:
         self.out_slots = [slot[id(o)] for o in region.outputs]
         self.names = [n.op.name for n in region.nodes]
         self.variants: dict[Layout, tuple[Any, astar.SearchResult, str]] = {}
+        self.cuda_variants: dict[Layout, tuple[str, astar.SearchResult]] = {}
+        self.cuda_fns: dict[Layout, Any] = {}
 
     # -- sizes, outputs, layout -----------------------------------------------------------
     def _sizes(self, arrays: list[np.ndarray]) -> dict[int, int]:
@@ -141,15 +143,15 @@ class FusedKernel:
         """Run the kernel on the inputs' values (arrays and scalars, in `Region.inputs` order)."""
         spec = self.spec
         arrays: list[np.ndarray] = []
-        fs: list[float] = []
-        is_: list[int] = []
-        for (kind, _), v, dt in zip(spec.arg_of_input, values, self.in_dtypes):
+        fs = [0.0] * len(spec.scalars)  # scalar k is read from fs[k] (floats) or is[k]
+        is_ = [0] * len(spec.scalars)
+        for (kind, k), v, dt in zip(spec.arg_of_input, values, self.in_dtypes):
             if kind == "scalar":
                 if dt.kind == "f":
-                    fs.append(float(v))
+                    fs[k] = float(v)
                 else:
                     iv = int(v)
-                    is_.append(iv - (1 << 64) if iv >= 1 << 63 else iv)
+                    is_[k] = iv - (1 << 64) if iv >= 1 << 63 else iv
             else:
                 arrays.append(np.asarray(v))
         sizes = self._sizes(arrays)
@@ -195,6 +197,71 @@ class FusedKernel:
         self.variants[layout] = entry
         return entry
 
+    # -- CUDA -----------------------------------------------------------------------------
+    def cuda_source(self, layout: Layout) -> tuple[str, astar.SearchResult]:
+        """CUDA source and A* result for a layout (the same IR, searched for the GPU)."""
+        entry = self.cuda_variants.get(layout)
+        if entry is None:
+            kir = lay.build_ir(self.spec, layout, "cuda")
+            result = astar.astar(kir, astar.CUDA)
+            source = render_cuda.render_cuda(self.spec, layout, result.assignment)
+            if debug_level() >= 3:
+                log(
+                    f"CUDA kernel ({', '.join(self.names)})\nA*: {result.describe(kir)}\n{compile_c.numbered(source)}"
+                )
+            entry = (source, result)
+            self.cuda_variants[layout] = entry
+        return entry
+
+    def layout_for(self, arrays: list[Any]) -> tuple[Layout, dict[int, int], list[dict[int, int]]]:
+        """Layout, axis sizes and strides for input arrays plus output arrays of the right shapes."""
+        sizes = self._sizes(arrays)
+        outs = []
+        for _, ai in self.spec.outputs:
+            ref = self.spec.arrays[ai]
+            outs.append(np.empty(tuple(1 if r < 0 else sizes[r] for r in ref.roots), dtype=ref.dtype))
+        strides = lay.axis_strides(self.spec, arrays + outs)
+        return lay.make_layout(self.spec, sizes, strides), sizes, strides
+
+    def run_cuda(self, *values: Any) -> list[Any]:
+        """Run on the GPU with CuPy arrays (compiled by NVRTC, loaded by RawModule)."""
+        import cupy
+
+        spec = self.spec
+        arrays = []
+        fs = [0.0] * len(spec.scalars)
+        is_ = [0] * len(spec.scalars)
+        for (kind, k), v, dt in zip(spec.arg_of_input, values, self.in_dtypes):
+            if kind == "scalar":
+                if dt.kind == "f":
+                    fs[k] = float(v)
+                else:
+                    is_[k] = int(v)
+            else:
+                arrays.append(cupy.asarray(v))
+        sizes = self._sizes(arrays)
+        outs = []
+        for _, ai in spec.outputs:
+            ref = spec.arrays[ai]
+            outs.append(cupy.empty(tuple(1 if r < 0 else sizes[r] for r in ref.roots), dtype=ref.dtype))
+        if any(sizes[a] == 0 for a in spec.K):
+            return outs
+        allarr = arrays + outs
+        strides = lay.axis_strides(spec, allarr)
+        layout = lay.make_layout(spec, sizes, strides)
+        source, result = self.cuda_source(layout)
+        fn = self.cuda_fns.get(layout)
+        if fn is None:
+            data, kind = nvrtc.compile_cuda(source)
+            fn = _load_cuda(data, kind)
+            self.cuda_fns[layout] = fn
+        ints = lay.loop_args(spec, layout, sizes, strides)
+        extents = ints[: layout.nloops]
+        grid, block = render_cuda.launch_config(layout, result.assignment, extents)
+        args = allarr + [np.int64(i) for i in ints] + render_cuda.scalar_args(spec, fs, is_)
+        fn((grid,), (block,), tuple(args))
+        return outs
+
     def fallback(self, values: tuple) -> list[np.ndarray]:
         """The region op by op with the NumPy reference kernels."""
         env: list[Any] = list(values)
@@ -202,6 +269,22 @@ class FusedKernel:
             for op, attrs, ins in self.program:
                 env.append(np.asarray(op.kernel(*(env[i] for i in ins), **attrs)))
         return [np.asarray(env[i]) for i in self.out_slots]
+
+
+def _load_cuda(data: bytes, kind: str) -> Any:
+    """The kernel function of a PTX or CUBIN image, through CuPy's RawModule."""
+    import tempfile
+
+    import cupy
+
+    with tempfile.NamedTemporaryFile(suffix=f".{kind}", delete=False) as f:
+        f.write(data)
+        path = f.name
+    try:
+        module = cupy.RawModule(path=path)
+        return module.get_function("lg_kernel")
+    finally:
+        os.unlink(path)
 
 
 _kernels: dict[tuple, FusedKernel] = {}

@@ -134,7 +134,7 @@ def _cost(v: Val) -> float:
     return 8.0 if any(h in e for h in heavy) else 1.0
 
 
-def build_ir(spec: Spec, layout: Layout, target: str, hint: int = 1024) -> kir.KernelIR:
+def build_ir(spec: Spec, layout: Layout, target: str, hint: int = 4096) -> kir.KernelIR:
     """The kernel's loops for the A* search (see jit/ir.py for the constraints)."""
     need = deps_full(spec)
     reds = stage_reductions(spec)

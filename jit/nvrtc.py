@@ -1,0 +1,137 @@
+"""NVRTC through pynvrtc: CUDA C -> PTX or CUBIN, no GPU needed.
+
+libnvrtc comes from pip's nvidia-cuda-nvrtc-cu12 wheel (nvidia/cuda_nvrtc/lib) or the
+system. Code for a real device must load on its driver: with a device present we build a
+CUBIN for its exact architecture (`-arch=sm_XY`), which any driver of that major CUDA
+version loads; PTX would need an NVRTC no newer than the driver. Without a device (CI) we
+build PTX for the oldest architecture this NVRTC supports, which checks the kernel compiles.
+Results go to the kernel store keyed by source, NVRTC version, options and architecture.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import importlib.util
+import os
+
+from jit import store
+from jit.compile_c import CompileError, numbered
+
+OPTIONS = ["--std=c++14", "-default-device"]
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> str | None:
+    """Path of libnvrtc: the pip wheel's first, then the system's; None when absent."""
+    spec = importlib.util.find_spec("nvidia.cuda_nvrtc")
+    dirs = list(spec.submodule_search_locations or []) if spec else []
+    for d in dirs:
+        for pattern in ("libnvrtc.so*", "nvrtc64*.dll", "libnvrtc*.dylib"):
+            for path in sorted(
+                glob.glob(os.path.join(d, "lib", pattern)) + glob.glob(os.path.join(d, "bin", pattern))
+            ):
+                if ".alt." not in path and "builtins" not in path:
+                    return path
+    for name in ("libnvrtc.so", "libnvrtc.so.12", "libnvrtc.so.13"):
+        try:
+            ctypes.CDLL(name)
+            return name
+        except OSError:
+            continue
+    return None
+
+
+def available() -> bool:
+    """True when pynvrtc and libnvrtc are both importable."""
+    if importlib.util.find_spec("pynvrtc") is None:
+        return False
+    return library() is not None
+
+
+@functools.lru_cache(maxsize=1)
+def _interface():  # noqa: ANN202 - pynvrtc's class
+    from pynvrtc.interface import NVRTCInterface
+
+    lib = library()
+    if lib is None:
+        raise CompileError("libnvrtc not found (pip install nvidia-cuda-nvrtc-cu12)")
+    return NVRTCInterface(lib)
+
+
+def version() -> tuple[int, int]:
+    """NVRTC's (major, minor)."""
+    return _interface().nvrtcVersion()
+
+
+def supported_archs() -> list[int]:
+    """Compute capabilities this NVRTC can target (e.g. [50, 52, ..., 90])."""
+    lib = _interface()._lib
+    n = ctypes.c_int()
+    if lib.nvrtcGetNumSupportedArchs(ctypes.byref(n)) != 0:
+        return [52, 60, 70, 75, 80, 86, 90]
+    arr = (ctypes.c_int * n.value)()
+    lib.nvrtcGetSupportedArchs(arr)
+    return list(arr)
+
+
+def device_arch() -> int | None:
+    """Compute capability of the current CUDA device via CuPy, or None without one."""
+    if importlib.util.find_spec("cupy") is None:
+        return None
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return None
+        return int(cupy.cuda.Device().compute_capability)  # "90" for sm_90
+    except Exception:  # no driver, no device: compile-only mode
+        return None
+
+
+def choose_arch() -> tuple[str, str]:
+    """(-arch option, output kind "cubin" or "ptx") for this machine."""
+    archs = supported_archs()
+    dev = device_arch()
+    if dev is not None and dev in archs:
+        return f"-arch=sm_{dev}", "cubin"
+    if dev is not None:  # a device newer than this NVRTC: PTX the driver can JIT
+        best = max(a for a in archs if a <= dev) if any(a <= dev for a in archs) else min(archs)
+        return f"-arch=compute_{best}", "ptx"
+    return f"-arch=compute_{min(archs)}", "ptx"
+
+
+def compile_cuda(source: str, name: str = "lazygraph_kernel.cu") -> tuple[bytes, str]:
+    """(binary, kind) for `source`: from the store, or compiled now."""
+    arch, kind = choose_arch()
+    ver = version()
+    options = OPTIONS + [arch]
+    key = store.make_key(source, f"nvrtc-{ver[0]}.{ver[1]}", options, arch)
+    data = store.read(key, kind)
+    if data is not None:
+        return data, kind
+    data = _compile(source, name, options, kind)
+    store.put(key, kind, data, {"nvrtc": f"{ver[0]}.{ver[1]}", "options": options})
+    return data, kind
+
+
+def _compile(source: str, name: str, options: list[str], kind: str) -> bytes:
+    from pynvrtc.compiler import Program, ProgramException
+
+    prog = Program(source, name, lib_name=library() or "")
+    try:
+        ptx = prog.compile(options)
+    except ProgramException as e:
+        raise CompileError(
+            f"NVRTC failed:\n{e.get_message().strip()}\n--- kernel source ---\n{numbered(source)}"
+        ) from None
+    if kind == "ptx":
+        return ptx.encode()
+    lib = prog._interface._lib
+    size = ctypes.c_size_t()
+    if lib.nvrtcGetCUBINSize(prog._program, ctypes.byref(size)) != 0:
+        raise CompileError("NVRTC produced no CUBIN (an -arch=sm_XY option is needed)")
+    buf = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetCUBIN(prog._program, buf)
+    return buf.raw
