@@ -103,6 +103,11 @@ def available() -> bool:
 
 _loaded: dict[str, ctypes.CDLL] = {}
 
+# Between kernel launches the process runs NumPy, BLAS or PyTorch, whose own thread pools
+# need the cores: OpenMP threads that spin-wait after a parallel loop would fight them (a
+# 5-10x slowdown on two cores). libgomp reads this when the first kernel library loads it.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 
 def build(source: str) -> ctypes._CFuncPtr:
     """The `lg_kernel` function of `source`, compiled or taken from the store."""
