@@ -86,7 +86,7 @@ def exact_order(
     """
     n = dag.n
     if n == 0:
-        return [], 0, True
+        return ([], 0, True) if incumbent is None or incumbent > 0 else (None, incumbent, True)
     alloc, temp, sizes, pred_mask, touch = dag.alloc, dag.temp, dag.sizes, dag.pred_mask, dag.touch
     node_lb = node_lower_bounds(dag)
     by_lb = sorted(range(n), key=lambda v: -node_lb[v])
