@@ -129,6 +129,7 @@ def work_of(spec: Spec, vals: set[int]) -> float:
 
 
 def _cost(v: Val) -> float:
+    """Rough price of one evaluation of a value (a transcendental call is 8, else 1)."""
     e = v.expr
     heavy = ("exp(", "log(", "tanh(", "erf(", "sin(", "cos(", "pow(", "sigmoid", "atan")
     return 8.0 if any(h in e for h in heavy) else 1.0

@@ -15,7 +15,7 @@ import numpy as np
 
 from jit import types
 from jit.ir import Par
-from jit.layout import Layout, deps_full, final_outputs, stage_reductions
+from jit.layout import Layout, _cost, deps_full, final_outputs, stage_reductions
 from jit.spec import Spec
 
 
@@ -37,6 +37,7 @@ class Renderer:
         self.stages = sorted(self.reds)
         self.final_stage = max(self.stages, default=0) + 1
         self.needed = self._needed()
+        self.stash = self._plan_stash()
         # Parallelism per stage: kept loops are fused across stages (same assignment).
         per = self.nk + self.nr
         self.kpar = list(assign[: self.nk])
@@ -150,6 +151,55 @@ class Renderer:
             if v in done and not self.is_full(v) and self.spec.values[v].level == level:
                 self.store(a, v, reduced=True)
 
+    #: whether each element of a row is handled by the same thread in every stage (true for
+    #: the C loops), so a stage may park a value in an output and the final stage read it back
+    stash_ok = True
+
+    def _plan_stash(self) -> dict[int, tuple[int, int]]:
+        """Values the final stage reads back from an output instead of recomputing them.
+
+        A value computed for a reduction (exp(x - max) for softmax's sum) and needed again
+        by the final stage is stored into a final output of the same axes and dtype while
+        that row is in cache, then read back: a load instead of a second exp. Returns value
+        -> (output array, stage that stores it).
+        """
+        if not self.stash_ok or not self.finals:
+            return {}
+        first: dict[int, int] = {}
+        for st in self.stages:
+            for r in self.reds[st]:
+                for v in self.need_full[self.spec.values[r].args[0]]:
+                    first.setdefault(v, st)
+        need = set().union(*(self.need_full[v] for v, _ in self.finals))
+        cost = {v: sum(_cost(self.spec.values[u]) for u in self.need_full[v]) for v in first}
+        free = {a for _, a in self.finals}
+        out: dict[int, tuple[int, int]] = {}
+        for v in sorted(first, key=lambda u: -cost[u]):
+            val = self.spec.values[v]
+            if v not in need or val.kind != "elem" or cost[v] < 8 or any(v in self.need_full[u] for u in out):
+                continue
+            for a in sorted(free):
+                ref = self.spec.arrays[a]
+                if ref.dtype == val.dtype and {r for r in ref.roots if r >= 0} == set(val.axes):
+                    out[v] = (a, first[v])
+                    free.discard(a)
+                    break
+        return out
+
+    def final_values(self) -> set[int]:
+        """Full-space values the final stage computes (stopping at values read back)."""
+        out: set[int] = set()
+        stack = [v for v, _ in self.finals]
+        while stack:
+            v = stack.pop()
+            val = self.spec.values[v]
+            if v in out or not self.is_full(v) or val.kind == "reduce":
+                continue
+            out.add(v)
+            if v not in self.stash:
+                stack.extend(val.args)
+        return out
+
     def stage(self, st: int, done: set[int]) -> None:
         """Accumulate the reductions of level `st` over the reduced loops."""
         reds = self.reds[st]
@@ -163,6 +213,8 @@ class Renderer:
             line = self.value_line(i)
             if line:
                 self.emit(line)
+            if self.stash.get(i, (0, -1))[1] == st:
+                self.emit(f"a{self.stash[i][0]}[{self.index(self.stash[i][0])}] = v{i};")
         for r in reds:
             self.accumulate(r)
         self.close_rloops(st)
@@ -181,10 +233,11 @@ class Renderer:
                 self.store(a, v, reduced=False)
             return
         self.open_rloops(self.final_stage, [])
-        vals: set[int] = set()
-        for v, _ in self.finals:
-            vals |= self.need_full[v]
-        for i in sorted(vals):
+        for i in sorted(self.final_values()):
+            if i in self.stash:
+                a = self.stash[i][0]
+                self.emit(f"const {self.ct(self.spec.values[i].dtype)} v{i} = a{a}[{self.index(a)}];")
+                continue
             line = self.value_line(i)
             if line:
                 self.emit(line)

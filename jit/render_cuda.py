@@ -101,6 +101,7 @@ class CudaRenderer(Renderer):
     """CUDA C (see the module docstring)."""
 
     cuda = True
+    stash_ok = False  # stages may spread a row over threads differently
 
     def open_loop(self, li: int, par: Par, reds: list[int], kept: bool) -> None:
         """A grid-, block- or plain loop."""
