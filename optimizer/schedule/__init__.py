@@ -9,7 +9,6 @@ from optimizer.schedule.beam import Tables, beam_order
 from optimizer.schedule.buffers import BufferPlan, plan_buffers
 from optimizer.schedule.graph import Dag
 from optimizer.schedule.heuristics import HEURISTICS
-from optimizer.schedule.improve import improve
 from optimizer.schedule.memory import (
     check_order,
     is_topological,
@@ -20,6 +19,7 @@ from optimizer.schedule.memory import (
 )
 from optimizer.schedule.portfolio import ScheduleResult, best_order
 from optimizer.schedule.search import exact_order, lower_bound, node_lower_bounds
+from optimizer.schedule.windows import improve
 
 __all__ = [
     "HEURISTICS",

@@ -162,10 +162,12 @@ def reoptimize_window(
     cutoff: int,
     width: int | None,
     weight: float = 0.0,
+    deadline: float | None = None,
 ) -> tuple[list[int], int] | None:
     """Another order for steps lo..hi-1 of `order` whose steps all stay within `cutoff`, or None.
 
     `live_before` is the live bytes after step lo-1. Returns (the window's new order, its peak).
+    Past `deadline` the beam narrows to one set (see `beam_order`).
     """
     t = tables
     window = np.asarray(order[lo:hi], dtype=np.int64)
@@ -176,7 +178,6 @@ def reoptimize_window(
     owner, p = _gather(t.pred_ptr, t.pred, window)
     indeg[window] = np.bincount(owner, weights=inside[p], minlength=len(window)).astype(np.int32)
     indeg[done] = -1
-    rem = t.rem0.copy()
     _, s = _gather(t.touch_ptr, t.touch, done)
-    np.subtract.at(rem, s, 1)
-    return _beam(t, indeg, rem, live_before, hi - lo, width, weight, cutoff, None)
+    rem = t.rem0 - np.bincount(s, minlength=t.n).astype(np.int32)
+    return _beam(t, indeg, rem, live_before, hi - lo, width, weight, cutoff, deadline)

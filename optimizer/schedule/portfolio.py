@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from optimizer.schedule.beam import Tables, beam_order
 from optimizer.schedule.graph import Dag
 from optimizer.schedule.heuristics import HEURISTICS
-from optimizer.schedule.improve import improve
 from optimizer.schedule.memory import peak_memory
 from optimizer.schedule.search import exact_order, lower_bound
+from optimizer.schedule.windows import improve
 
 #: graphs up to this many nodes get the exact search (with a state cap) after the heuristics
 EXACT_MAX_NODES = 160
@@ -45,16 +45,20 @@ def best_order(dag: Dag, budget: float = 1.0, *, state_cap: int = 100_000) -> Sc
     on large graphs the time box decides how far the window search gets.
     """
     start = time.perf_counter()
-    deadline = start + budget
+    # The last window attempt and the bookkeeping after it run a little past the deadline:
+    # stop slightly early so that the whole call stays within the budget.
+    deadline = start + 0.97 * budget
     n = dag.n
     if n == 0:
         return ScheduleResult([], 0, "recorded", True, 0, {"recorded": 0})
     candidates: dict[str, int] = {}
+    orders: dict[str, list[int]] = {}
     best_name, best_order_, best_peak = "", [], None
     for name, scheduler in HEURISTICS.items():
         order = scheduler(dag)
         peak = peak_memory(dag, order)
         candidates[name] = peak
+        orders[name] = order
         if best_peak is None or peak < best_peak:
             best_name, best_order_, best_peak = name, order, peak
     lb = lower_bound(dag)
@@ -71,18 +75,28 @@ def best_order(dag: Dag, budget: float = 1.0, *, state_cap: int = 100_000) -> Sc
     if n <= BEAM_MAX_NODES:
         for width, weight in ((16, 0.0), (16, 0.5)):
             name = f"beam{width}" + (f"_w{weight}" if weight else "")
-            found = beam_order(dag, width, weight=weight, tables=tables, deadline=deadline)
-            candidates[name] = found[1]
-            if found[1] < best_peak:
-                best_name, best_order_, best_peak = name, *found
+            order, peak = beam_order(dag, width, weight=weight, tables=tables, deadline=deadline)
+            candidates[name] = peak
+            orders[name] = order
+            if peak < best_peak:
+                best_name, best_order_, best_peak = name, order, peak
             if best_peak == lb:
                 return result(True)
     exact = n <= EXACT_MAX_NODES
-    # With the exact search to follow, window search gets half the remaining time.
+    # Window search from each start, best first, until its share of the time is spent: half of
+    # what remains when the exact search follows, all of it otherwise.
     window_deadline = deadline if not exact else time.perf_counter() + (deadline - time.perf_counter()) / 2
-    order, peak = improve(dag, best_order_, window_deadline, tables)
-    if peak < best_peak:
-        best_name, best_order_, best_peak = best_name + "+window", order, peak
+    starts = sorted(candidates, key=candidates.get)
+    seen_peaks = set()
+    for name in starts:
+        if time.perf_counter() >= window_deadline or best_peak == lb:
+            break
+        if candidates[name] in seen_peaks:  # most likely the same order again
+            continue
+        seen_peaks.add(candidates[name])
+        order, peak = improve(dag, orders[name], window_deadline, tables)
+        if peak < best_peak:
+            best_name, best_order_, best_peak = name + "+window", order, peak
     if best_peak == lb:
         return result(True)
     if exact and time.perf_counter() < deadline:

@@ -17,14 +17,12 @@ import numpy as np
 from optimizer.schedule.graph import Dag, bits
 
 
-def _spans(dag: Dag) -> dict[int, tuple[int, int]]:
-    """Per freeable or kept buffer s: (the steps at which s is surely live, and those at which it
-    is surely live once allocated but only by the order's choice of when to allocate it).
+def _spans(dag: Dag) -> dict[int, int]:
+    """Per buffer s, the nodes while which s is live in every order.
 
-    Buffer s is live while node v runs when s was allocated before and is still needed by v or
-    by something after v: a reader of s (or of one of its views) in v's descendants or v itself,
-    or s is kept. If s's producer is an ancestor of v that holds in every order (the first set);
-    otherwise it holds in the orders that happen to allocate s before v (the second).
+    Buffer s is live while node v runs if s's producer is an ancestor of v and s is still needed
+    by v or by something after v: a reader of s (or of one of its views) among v and its
+    descendants, or s is kept.
     """
     anc, desc = dag.closure()
     everything = (1 << dag.n) - 1
@@ -38,8 +36,7 @@ def _spans(dag: Dag) -> dict[int, tuple[int, int]]:
             need = 0  # nodes that run no later than some reader of s
             for c in bits(fm & ~(1 << s)):
                 need |= anc[c] | (1 << c)
-        need &= ~(1 << s)
-        out[s] = (desc[s] & need, need & ~desc[s])
+        out[s] = desc[s] & need
     return out
 
 
@@ -55,7 +52,7 @@ def node_lower_bounds(dag: Dag) -> list[int]:
         return []
     nbytes = (n + 7) // 8
     lb = np.zeros(n, dtype=np.int64)
-    for s, (span, _) in _spans(dag).items():
+    for s, span in _spans(dag).items():
         if span:
             flags = np.unpackbits(np.frombuffer(span.to_bytes(nbytes, "little"), np.uint8), bitorder="little")
             lb += dag.sizes[s] * flags[:n].astype(np.int64)
@@ -77,51 +74,41 @@ def exact_order(
 ) -> tuple[list[int] | None, int, bool]:
     """Best-first search over scheduled sets for an order with the least peak.
 
-    Returns (order, peak, proven). States are expanded in order of an admissible estimate of
-    the final peak (the peak so far; and for every node still to run, the bytes surely in use
-    while it runs given what is live now), so the first complete set reached is optimal. Only
-    orders strictly better than `incumbent` are searched for: if none exists the result is
-    (None, incumbent, True). When `state_cap` sets have been expanded, or at `deadline`, the
-    search stops with proven=False and the best lower bound it established in place of a peak.
+    Returns (order, peak, proven). Sets are expanded in order of an admissible estimate of the
+    final peak: the peak so far, the live bytes, and the largest per-node bound among nodes
+    still to run. So the first complete set reached is optimal. Only orders strictly better
+    than `incumbent` are searched for: if none exists the result is (None, incumbent, True).
+    When `state_cap` sets have been expanded, or at `deadline`, the search stops with
+    proven=False and the lower bound it established in place of a peak.
     """
     n = dag.n
     if n == 0:
         return ([], 0, True) if incumbent is None or incumbent > 0 else (None, incumbent, True)
-    alloc, temp, sizes, pred_mask, touch = dag.alloc, dag.temp, dag.sizes, dag.pred_mask, dag.touch
+    need = [a + t for a, t in zip(dag.alloc, dag.temp)]
+    alloc, sizes, pred_mask, succs, touch = dag.alloc, dag.sizes, dag.pred_mask, dag.succs, dag.touch
     node_lb = node_lower_bounds(dag)
     by_lb = sorted(range(n), key=lambda v: -node_lb[v])
-    extra = {s: later for s, (_, later) in _spans(dag).items() if later}
     full = (1 << n) - 1
     bound = incumbent if incumbent is not None else float("inf")
 
-    def estimate(m: int, lset: int, live: int) -> int:
-        """Peak bound for completing set m whose live buffers are `lset`."""
-        h = live
-        for v in by_lb:  # the largest static bound among nodes still to run
+    def rest(m: int) -> int:
+        """The largest per-node bound among the nodes not in m."""
+        for v in by_lb:
             if not m >> v & 1:
-                h = max(h, node_lb[v])
-                break
-        acc: dict[int, int] = {}
-        not_m = ~m
-        for s in bits(lset):
-            later = extra.get(s, 0) & not_m
-            while later:
-                low = later & -later
-                v = low.bit_length() - 1
-                acc[v] = acc.get(v, node_lb[v]) + sizes[s]
-                later ^= low
-        return max(h, max(acc.values(), default=0))
+                return node_lb[v]
+        return 0
 
-    # mask -> (peak, live bytes, live buffers, bound on completing it, parent mask, last node)
-    best: dict[int, tuple[int, int, int, int, int, int]] = {0: (0, 0, 0, 0, -1, -1)}
-    heap = [(estimate(0, 0, 0), 0, 0)]
+    sources = sum(1 << v for v in range(n) if not dag.preds[v])
+    # mask -> (peak so far, live bytes, ready nodes, bound on completing it, parent mask, node)
+    best: dict[int, tuple[int, int, int, int, int, int]] = {0: (0, 0, sources, 0, -1, -1)}
+    heap = [(rest(0), 0, 0)]
     closed: dict[int, int] = {}  # mask -> the peak it was expanded with
     expanded = 0
     while heap:
         f, _, m = heapq.heappop(heap)
         if f >= bound:
             break
-        pk, live, lset, _, _, _ = best[m]
+        pk, live, ready, _, _, _ = best[m]
         if closed.get(m, bound) <= pk:  # already expanded with this peak (a duplicate entry)
             continue
         closed[m] = pk
@@ -138,31 +125,34 @@ def exact_order(
         ):
             return None, int(min(f, bound)), False
         not_m = ~m
-        for v in bits(full & not_m):
-            if pred_mask[v] & not_m:
-                continue
-            step = live + alloc[v] + temp[v]
+        r = ready
+        while r:
+            vb = r & -r
+            r ^= vb
+            v = vb.bit_length() - 1
+            step = live + need[v]
             npk = pk if pk >= step else step
             if npk >= bound:
                 continue
-            vb = 1 << v
             nm = m | vb
             old = best.get(nm)
-            if old is not None and old[0] <= npk:
-                continue
             if old is not None:
-                _, nlive, nset, h, _, _ = old
+                if old[0] <= npk:
+                    continue
+                _, nlive, nready, h, _, _ = old
             else:
                 nlive = live + alloc[v]
-                nset = lset | vb if alloc[v] else lset
                 for s, fm in touch[v]:
                     if fm & not_m == vb:
                         nlive -= sizes[s]
-                        nset &= ~(1 << s)
-                h = estimate(nm, nset, nlive) if nm != full else 0
-            nf = max(npk, h)
+                nready = ready ^ vb
+                for w in succs[v]:
+                    if not pred_mask[w] & ~nm:
+                        nready |= 1 << w
+                h = max(nlive, rest(nm)) if nm != full else 0
+            nf = npk if npk >= h else h
             if nf >= bound:
                 continue
-            best[nm] = (npk, nlive, nset, h, m, v)
+            best[nm] = (npk, nlive, nready, h, m, v)
             heapq.heappush(heap, (nf, -nm.bit_count(), nm))
     return None, int(bound), True

@@ -39,7 +39,7 @@ def improve(
                 for lo in sorted({max(0, min(at - length // 2, n - length)), max(0, at - length + 1), at}):
                     hi = min(n, lo + length)
                     live = after[lo - 1] if lo else 0
-                    found = reoptimize_window(t, order, lo, hi, live, peak - 1, width)
+                    found = reoptimize_window(t, order, lo, hi, live, peak - 1, width, deadline=deadline)
                     if found is not None:
                         order[lo:hi] = found[0]
                         steps, after = live_profile(dag, order)
