@@ -78,18 +78,18 @@ def run_graph(n: int, seed: int, width: int, budget: float) -> dict[str, tuple[i
     return row
 
 
-def run_small(index: int, limit: float, budget: float) -> dict[str, tuple[int, float]]:
+def run_small(index: int, limit: float, budget: float, width: int) -> dict[str, tuple[int, float]]:
     """Schedulers and the exact optimum (if found within `limit` seconds) on a 50-100-node graph."""
     n = 50 + (index * 37) % 51
     dag = layered_graph(n, 77_000 + index)
     row = {name: (peak_memory(dag, f(dag)), 0.0) for name, f in HEURISTICS.items()}
-    row["approx_dp"] = (beam_order(dag, 64)[1], 0.0)
+    row["approx_dp"] = (beam_order(dag, width)[1], 0.0)
     t0 = time.perf_counter()
     result = best_order(dag, budget)
     row["best_order"] = (result.peak, time.perf_counter() - t0)
     t0 = time.perf_counter()
     order, bound, proven = exact_order(
-        dag, result.peak, state_cap=5_000_000, deadline=time.perf_counter() + limit
+        dag, result.peak, state_cap=1_000_000, deadline=time.perf_counter() + limit
     )
     optimum = (bound if order is not None else result.peak) if proven else -1
     row["optimum"] = (optimum, time.perf_counter() - t0)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             futures = [pool.submit(run_graph, n, 1000 * n + i, width, args.budget) for i in range(graphs)]
             rows[n] = [f.result() for f in futures]
         small_rows = [
-            f.result() for f in [pool.submit(run_small, i, limit, args.budget) for i in range(small)]
+            f.result() for f in [pool.submit(run_small, i, limit, args.budget, width) for i in range(small)]
         ]
 
     names = [*HEURISTICS, "approx_dp", "best_order"]
