@@ -122,10 +122,6 @@ class Dag:
             for v in bits(m):
                 self.touch[v].append((s, m))
 
-    def is_storage(self, v: int) -> bool:
-        """Whether running v allocates a buffer (it is not a view)."""
-        return self.root[v] == v
-
     def closure(self) -> tuple[list[int], list[int]]:
         """Ancestor and descendant bitsets of every node (computed once, on demand)."""
         if self._closure is None:
