@@ -124,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         for n in SIZES:
             futures = [pool.submit(run_graph, n, 1000 * n + i, width, args.budget) for i in range(graphs)]
             rows[n] = [f.result() for f in futures]
+            print(
+                f"  {n}-node graphs done at {time.perf_counter() - t_start:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         small_rows = [
             f.result() for f in [pool.submit(run_small, i, limit, args.budget, width) for i in range(small)]
         ]
