@@ -309,8 +309,9 @@ def eval(*arrays: Array) -> tuple[np.ndarray, ...]:  # noqa: A001 - the design's
 
 
 def explain(*arrays: Array, file: TextIO | None = None) -> None:
-    """Print the recorded graph that computes the arrays."""
-    lines = debug.graph_lines([_arr(a).node for a in arrays])
+    """Print the recorded graph P, the optimized graph Q and the passes that fired (runs nothing)."""
+    roots = [_arr(a).node for a in arrays]
+    lines = ["P = recorded graph:", *debug.graph_lines(roots), *executor.explain_lines(roots)]
     print("\n".join(lines), file=file or sys.stdout)
 
 

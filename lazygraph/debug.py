@@ -26,14 +26,15 @@ def log(msg: str, at: int = 1) -> None:
         print(f"[lazygraph] {msg}", file=sys.stderr)
 
 
-def log_evaluation(roots: Sequence[Node], kernels: int, seconds: float) -> None:
-    """One line per evaluation at level 1 (the executor logs kernels at 2, the graph at 3)."""
+def log_evaluation(roots: Sequence[Node], kernels: int, seconds: float, detail: str = "") -> None:
+    """One line per evaluation at level 1 (the executor logs kernels and passes at 2, the graph at 3)."""
     _stats["evaluations"] += 1
     _stats["kernels"] += kernels
     lv = level()
     if lv >= 1:
         outs = ", ".join(f"{r.dtype}{list(r.shape)}" for r in roots)
-        log(f"eval #{_stats['evaluations']}: {kernels} nodes run in {seconds * 1e3:.3f} ms -> {outs}")
+        extra = f" [{detail}]" if detail else ""
+        log(f"eval #{_stats['evaluations']}: {kernels} nodes run in {seconds * 1e3:.3f} ms -> {outs}{extra}")
 
 
 def evaluation_stats() -> dict[str, int]:

@@ -1,13 +1,22 @@
-"""The reference executor: runs a recorded graph with the NumPy kernels from ops/.
+"""Evaluation: key the graph, replay or build its cached plan, run it, memoize the results.
 
-It is the fallback path the optimizer and the JIT later sit in front of. Values of the
-requested nodes, and of nodes a live array still holds, are memoized on the nodes
-(`Node.buffer`), whose inputs are then dropped so evaluated history can be freed.
-Other intermediates are released as soon as their last consumer has run.
+Each evaluation walks the graph behind the requested roots once (`cache.key.walk`), which
+numbers the nodes and builds the structural key. A key seen before (in this process, or on
+disk from an earlier one) gives its plan at once: the passes do not run, the plan binds the
+new graph's leaves and runs its steps. A new key is optimized (`optimizer.optimize`: P -> Q),
+recorded as a transformation graph and stored. `LAZYGRAPH_CACHE=0` turns the cache off (every
+evaluation optimizes), `=memory` keeps it in this process only; `LAZYGRAPH_OPTIMIZE=0` runs
+no passes (Q = P).
+
+Memoization: the requested roots and nodes a live array or a later-recorded consumer still
+holds keep their values (`realize`), their inputs are dropped so evaluated history can be
+freed; other values are freed after their last consumer.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 import time
 import weakref
@@ -16,76 +25,31 @@ from typing import Any
 
 import numpy as np
 
+import optimizer
+from cache import disk as diskmod
+from cache.explain import explain_miss
+from cache.graph import Graph
+from cache.key import Walk, walk
+from cache.plan import EvaluationError, Plan
+from cache.stats import Stats
+from cache.store import Entry, MemoryStore, key_json
 from lazygraph import debug
 from ops.creation import BUFFER
 from ops.node import Node
 
+__all__ = ["EvaluationError", "defer", "evaluate", "realize", "schedule", "STATS", "MEMORY"]
 
-class EvaluationError(RuntimeError):
-    """An operator failed on data only known at run time (e.g. an index out of range)."""
+#: this process's cache statistics and in-process store (see lazygraph/cachectl.py)
+STATS = Stats()
+MEMORY = MemoryStore()
+_disk: diskmod.DiskStore | None = None
+_version: str | None = None
 
 
 def schedule(roots: Sequence[Node]) -> list[Node]:
-    """Unrealized nodes reachable from `roots`, inputs before consumers (iterative DFS)."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    for root in roots:
-        if root.buffer is not None or id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root.inputs))]
-        while stack:
-            node, it = stack[-1]
-            for child in it:
-                if child.buffer is None and id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append((child, iter(child.inputs)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
-
-
-def _run_kernel(node: Node, args: list) -> np.ndarray:
-    try:
-        out = node.op.kernel(*args, **node.attrs)
-    except Exception as e:  # data-dependent failures: name the op and the operands
-        shapes = ", ".join(f"{tuple(n.shape)} {n.dtype}" for n in node.inputs)
-        cls = type(e) if type(e) in (IndexError, ValueError, TypeError) else EvaluationError
-        raise cls(f"{node.op.name} failed at evaluation: {e} (operands: {shapes})") from e
-    out = np.asarray(out)
-    if out.shape != node.shape or out.dtype != node.dtype:
-        raise EvaluationError(
-            f"internal error: {node.op.name} produced {out.shape} {out.dtype}, "
-            f"recorded as {node.shape} {node.dtype}"
-        )
-    return out
-
-
-def _consumers(order: list[Node]) -> dict[int, int]:
-    """How often each node is an input within the graph."""
-    counts: dict[int, int] = {}
-    for node in order:
-        for child in node.inputs:
-            counts[id(child)] = counts.get(id(child), 0) + 1
-    return counts
-
-
-def _held_outside(order: list[Node], consumers: dict[int, int]) -> set[int]:
-    """Nodes referenced from outside this graph: by a later-recorded, unevaluated consumer
-    (`loss` evaluated before the `w -= ...` that was recorded from the same `w`), or by an
-    array's cached view. Their values are memoized, or that history is recomputed by every
-    later evaluation and never freed. References within the graph are its consumers' inputs.
-    """
-    probe = [object()]  # the same loop on an object only the list holds: this Python's baseline
-    for obj in probe:
-        baseline = sys.getrefcount(obj)
-    held = set()
-    for node in order:
-        if sys.getrefcount(node) > baseline + consumers.get(id(node), 0):
-            held.add(id(node))
-    return held
+    """Unevaluated nodes reachable from `roots`, inputs before consumers (the key's order)."""
+    w = walk(roots)
+    return [w.nodes[s] for s in w.interior]
 
 
 #: storages whose pending value the next evaluation point computes too (the loss that
@@ -98,48 +62,188 @@ def defer(storage: Any) -> None:
     _deferred.add(storage)
 
 
+def _memoized(w: Walk) -> set[int]:
+    """P slots whose values are kept: roots, nodes a storage holds, nodes held from outside.
+
+    Outside references are a later-recorded, unevaluated consumer (`loss` evaluated before
+    the `w -= ...` recorded from the same `w`) or an array's cached view; without keeping
+    them each later evaluation would recompute (and retain) that history. References from
+    inside the graph are its consumers' inputs, counted by the walk.
+    """
+    nodes, consumers = w.nodes, w.consumers
+    probe = [object()]  # the same access pattern on an object only the list holds: the baseline
+    for obj in probe:
+        baseline = sys.getrefcount(obj)
+    keep = {s for s in w.roots if nodes[s].buffer is None}
+    getrefcount = sys.getrefcount
+    for s in w.interior:
+        node = nodes[s]
+        if node.users > 0 or getrefcount(node) > baseline + consumers[s]:
+            keep.add(s)
+    return keep
+
+
+def _disk_store() -> diskmod.DiskStore:
+    """The on-disk store for the current $LAZYGRAPH_CACHE_DIR (made on first use)."""
+    global _disk, _version
+    root = diskmod.default_dir()
+    if _disk is None or _disk.root != root:
+        if _version is None:
+            from pathlib import Path
+
+            import lazygraph
+
+            here = Path(__file__).resolve().parent.parent
+            parts = [lazygraph.__version__, np.__version__, optimizer.fingerprint()]
+            _version = diskmod.version_tag(parts, [here / "ops", here / "cache", here / "optimizer"])
+        try:
+            limit = int(float(os.environ.get("LAZYGRAPH_CACHE_LIMIT_MB", "256")) * 2**20)
+        except ValueError:
+            limit = diskmod.DEFAULT_LIMIT
+        if _disk is None:
+            atexit.register(_save_run)
+        _disk = diskmod.DiskStore(root, _version, limit, report=lambda msg: debug.log(msg, at=1))
+    return _disk
+
+
+def _save_run() -> None:
+    """At exit: this process's statistics and history, for `python -m lazygraph cache`."""
+    if _disk is None or not STATS.history:
+        return
+    _disk.save_run(
+        {
+            "format": 1,
+            "pid": os.getpid(),
+            "argv": sys.argv,
+            "started": STATS.started,
+            "stats": STATS.summary(),
+            "history_columns": [
+                "t",
+                "evaluations",
+                "hits",
+                "hash_s",
+                "replay_s",
+                "optimize_s",
+                "run_s",
+                "nodes",
+            ],
+            "history": STATS.history_rows(),
+        }
+    )
+
+
+def _build(w: Walk, optimize: bool, verbose: int) -> tuple[Graph, Any]:
+    """Optimize P into Q and return it with its transformation graph."""
+    g = Graph(w)
+    if optimize:
+        trace = None
+        if verbose >= 2:
+
+            def trace(name: str, fired: bool, seconds: float, n: int) -> None:
+                what = "fired" if fired else "no change"
+                debug.log(f"  pass {name}: {what} in {seconds * 1e6:.0f} us ({n} nodes)", at=2)
+
+        optimizer.optimize(g, trace)
+    return g, g.finalize()
+
+
+def _miss(w: Walk, key: tuple, entry: Entry | None, mode: str, opt: bool, verbose: int) -> tuple:
+    """No applicable variant in memory: try the disk, else optimize and store."""
+    text = entry.json if entry is not None else key_json(key)
+    store = _disk_store() if mode != "memory" else None
+    if store is not None and entry is None:
+        found, corrupt = store.load(text, key[0])
+        if corrupt:
+            STATS.corrupt += 1
+        if found is not None:
+            plan = found.select(w.nodes)
+            if plan is not None:
+                MEMORY.put(found)
+                found.disk_hits += 1
+                return plan, found, "disk"
+    if os.environ.get("LAZYGRAPH_EXPLAIN_MISSES", "0") not in ("", "0"):
+        debug.log(f"cache miss: {explain_miss(key, MEMORY.entries())}", at=0)
+    t = time.perf_counter()
+    _, tg = _build(w, opt, verbose)
+    if entry is None:
+        entry = Entry(key, text)
+        MEMORY.put(entry)
+    plan = entry.add(tg)
+    entry.misses += 1
+    entry.optimize_seconds += time.perf_counter() - t
+    if store is not None:
+        meta = {"optimize_seconds": entry.optimize_seconds, "p_nodes": len(key[0]), "q_nodes": len(tg.nodes)}
+        store.save(entry, meta)
+        STATS.disk_writes += 1
+    return plan, entry, "miss"
+
+
 def evaluate(roots: Sequence[Node]) -> None:
-    """Compute and memoize every root (one graph, one schedule)."""
+    """Compute and memoize every root (one graph, one plan)."""
     t0 = time.perf_counter()
     if _deferred:
         extra = [s.node for s in list(_deferred) if s.node.buffer is None]
         _deferred.clear()
         roots = [*roots, *extra]
-    order = schedule(roots)
-    if not order:
+    w = walk(roots)
+    if not w.interior:
         return
-    remaining = _consumers(order)
-    keep = {id(r) for r in roots} | _held_outside(order, remaining)
-    values: dict[int, np.ndarray] = {}
+    t1 = time.perf_counter()
     verbose = debug.level()
     if verbose >= 3:
         debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
+    env = os.environ
+    mode = env.get("LAZYGRAPH_CACHE", "1")
+    opt = env.get("LAZYGRAPH_OPTIMIZE", "1") != "0"
+    key = w.key if opt else (*w.key, "noopt")
+    entry = None
+    if mode == "0" or not w.cacheable:
+        plan: Plan | None = Plan(_build(w, opt, verbose)[1], w.key[0])
+        outcome = "off"
+    else:
+        entry = MEMORY.get(key)
+        plan = entry.select(w.nodes) if entry is not None else None
+        outcome = "hit"
+        if plan is None:
+            plan, entry, outcome = _miss(w, key, entry, mode, opt, verbose)
+    t2 = time.perf_counter()
+    keep = _memoized(w)
+    pmap = plan.pmap
+    keepq = {pmap[p] for p in keep}
+    trace = None
+    if verbose >= 2:
+
+        def trace(name: str, shape: tuple, dtype: np.dtype, seconds: float) -> None:
+            debug.log(f"  {name}{list(shape)} {dtype}: {seconds * 1e6:.1f} us", at=2)
+
     with np.errstate(all="ignore"):
-        for node in order:
-            args = [c.buffer if c.buffer is not None else values[id(c)] for c in node.inputs]
-            if verbose >= 2:
-                t = time.perf_counter()
-                values[id(node)] = _run_kernel(node, args)
-                debug.log(
-                    f"  {node.op.name}{list(node.shape)} {node.dtype}: "
-                    f"{(time.perf_counter() - t) * 1e6:.1f} us",
-                    at=2,
-                )
-            else:
-                values[id(node)] = _run_kernel(node, args)
-            for child in node.inputs:
-                cid = id(child)
-                remaining[cid] -= 1
-                if remaining[cid] == 0 and cid not in keep and child.users == 0:
-                    values.pop(cid, None)
-    kernels = len(order)
-    for node in order:
-        nid = id(node)
-        if nid in keep or node.users > 0:
-            buf = values[nid]
-            buf.flags.writeable = False
-            realize(node, buf)
-    debug.log_evaluation(roots, kernels, time.perf_counter() - t0)
+        vals = plan.run(w.nodes, keepq, trace)
+    nodes = w.nodes
+    for p in keep:
+        q = pmap[p]
+        if q >= 0:
+            buf = vals[q]
+            if buf is not None:
+                buf.flags.writeable = False
+                realize(nodes[p], buf)
+    t3 = time.perf_counter()
+    prep = t2 - t1
+    if entry is not None:
+        entry.last_used = time.time()
+        if outcome != "miss":
+            entry.hits += 1
+            entry.replay_seconds += prep
+    STATS.record(outcome, entry, t1 - t0, prep, t3 - t2, len(nodes))
+    if verbose >= 1:
+        digest = f" {entry.digest[:8]}" if entry is not None else ""
+        what = {"hit": "hit", "disk": "disk hit", "miss": "miss", "off": "uncached"}[outcome]
+        detail = (
+            f"cache {what}{digest}, hash {(t1 - t0) * 1e6:.0f} us, "
+            f"{'replay' if outcome in ('hit', 'disk') else 'optimize'} {prep * 1e6:.0f} us"
+        )
+        debug.log_evaluation(roots, len(plan.steps), t3 - t0, detail)
+    else:
+        debug.log_evaluation(roots, len(plan.steps), t3 - t0)
 
 
 def realize(node: Node, buffer: np.ndarray) -> None:
@@ -150,3 +254,22 @@ def realize(node: Node, buffer: np.ndarray) -> None:
     node.op = BUFFER
     node.inputs = ()
     node.attrs = {}
+
+
+def explain_lines(roots: Sequence[Node]) -> list[str]:
+    """Q for these roots (without running anything): passes fired, cache status, nodes."""
+    w = walk(roots)
+    if not w.interior:
+        return ["Q = nothing to run (every output is already evaluated)"]
+    opt = os.environ.get("LAZYGRAPH_OPTIMIZE", "1") != "0"
+    key = w.key if opt else (*w.key, "noopt")
+    entry = MEMORY.get(key) if w.cacheable else None
+    cached = entry is not None and entry.select(w.nodes) is not None
+    g, tg = _build(w, opt, 0)
+    status = f"cached as {entry.digest[:8]}" if cached else "not cached yet"
+    passes = ", ".join(g.fired) or "none"
+    head = (
+        f"Q = optimized graph, {len(tg.nodes)} nodes, {len(tg.order)} steps "
+        f"(passes fired: {passes}; guards: {len(tg.guards)}; {status}):"
+    )
+    return [head, *g.lines()]

@@ -1,1 +1,11 @@
-"""Graph optimization: the pass registry, the passes, and memory-aware scheduling."""
+"""Graph optimization: the pass registry, the passes, and memory-aware scheduling.
+
+`optimize(graph)` rewrites a `cache.graph.Graph` (P) into Q with the registered passes, in
+priority order; `register_pass` adds one. Built in: algebraic identities, identity ops,
+common-subexpression elimination, dead-code elimination (optimizer/passes.py).
+"""
+
+from optimizer import passes as _passes  # noqa: F401  (registers the built-in passes)
+from optimizer.registry import PASSES, Pass, fingerprint, optimize, ordered, register_pass, unregister_pass
+
+__all__ = ["PASSES", "Pass", "fingerprint", "optimize", "ordered", "register_pass", "unregister_pass"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -14,6 +17,11 @@ settings.register_profile(
     "thorough", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("LAZYGRAPH_HYPOTHESIS_PROFILE", "ci"))
+
+# The suite's cache entries go to a private directory, not the user's cache (unless asked).
+if "LAZYGRAPH_CACHE_DIR" not in os.environ:
+    os.environ["LAZYGRAPH_CACHE_DIR"] = _dir = tempfile.mkdtemp(prefix="lazygraph-test-cache-")
+    atexit.register(shutil.rmtree, _dir, ignore_errors=True)
 
 
 def _have_gpu() -> bool:

@@ -1,0 +1,269 @@
+"""Transformation graphs (Q placeholders) and the executable plans built from them.
+
+A `TransformationGraph` records what optimizing P produced, in terms any P' with the same
+structural key can be rebuilt from. Node q of Q is one of
+
+    ("leaf", p)               P''s leaf p (a held buffer or a Python scalar)
+    ("copy", p, inputs)       P''s node p: its operator and attributes, read from P' on replay
+    ("new", recipe, inputs)   a node the passes created, rebuilt from P' with its recipe
+
+where `inputs` are indices of earlier Q nodes, and p is a node's slot in the key's
+canonical order (a compressed form of Dali's path of argument indices from the roots).
+`order` lists the non-leaf Q nodes in execution order: a scheduler may choose another
+topological order once per structure (`Plan.reorder`). `pmap` says which Q node holds
+each P node's value (-1: none), `guards` what must hold on P' for the transformation to
+apply, `artifacts` extra JSON a pass stores with the entry (e.g. compiled kernels).
+
+A `Plan` is the transformation graph made executable: steps of (kernel callable, input
+slots, output slot, slots that die after it), so a cache hit only binds P''s leaves and
+runs the steps. `Step.fn` may be replaced (a JIT swaps in a compiled kernel).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from cache.recipe import CONSTRUCTORS, Recipe, RecipeError, compile_guard
+from ops.base import REGISTRY
+from ops.node import Node
+
+
+class EvaluationError(RuntimeError):
+    """An operator failed on data only known at run time (e.g. an index out of range)."""
+
+
+class TransformationGraph:
+    """Q as recovery information over P (see the module docstring)."""
+
+    __slots__ = ("nodes", "order", "pmap", "guards", "passes", "artifacts", "p_size")
+
+    def __init__(
+        self,
+        nodes: list[tuple],
+        order: list[int],
+        pmap: list[int],
+        guards: list,
+        passes: list[str],
+        p_size: int,
+        artifacts: dict | None = None,
+    ) -> None:
+        self.nodes = nodes
+        self.order = order
+        self.pmap = pmap
+        self.guards = guards
+        self.passes = passes
+        self.p_size = p_size
+        self.artifacts = artifacts or {}
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (recipes as dicts)."""
+        nodes = []
+        for n in self.nodes:
+            if n[0] == "new":
+                nodes.append(["new", n[1].to_json(), list(n[2])])
+            elif n[0] == "copy":
+                nodes.append(["copy", n[1], list(n[2])])
+            else:
+                nodes.append(["leaf", n[1]])
+        return {
+            "nodes": nodes,
+            "order": self.order,
+            "pmap": self.pmap,
+            "guards": self.guards,
+            "passes": self.passes,
+            "p_size": self.p_size,
+            "artifacts": self.artifacts,
+        }
+
+    @staticmethod
+    def from_json(d: dict, tokens: tuple) -> TransformationGraph:
+        """Decode and validate against the key's tokens (a bad entry raises RecipeError)."""
+        p_size = d["p_size"]
+        if p_size != len(tokens):
+            raise RecipeError("transformation graph does not match the key's node count")
+        nodes: list[tuple] = []
+        for q, n in enumerate(d["nodes"]):
+            kind = n[0]
+            if kind == "leaf":
+                p = n[1]
+                if type(p) is not int or not 0 <= p < p_size or not tokens[p][0].startswith("<"):
+                    raise RecipeError(f"node {q}: bad leaf slot {p!r}")
+                nodes.append(("leaf", p))
+                continue
+            ins = tuple(n[2])
+            if any(type(i) is not int or not 0 <= i < q for i in ins):
+                raise RecipeError(f"node {q}: inputs {ins!r} are not earlier nodes")
+            if kind == "copy":
+                p = n[1]
+                if type(p) is not int or not 0 <= p < p_size or tokens[p][0].startswith("<"):
+                    raise RecipeError(f"node {q}: bad copy slot {p!r}")
+                nodes.append(("copy", p, ins))
+            elif kind == "new":
+                nodes.append(("new", Recipe.from_json(n[1]), ins))
+            else:
+                raise RecipeError(f"node {q}: unknown kind {kind!r}")
+        order = [int(i) for i in d["order"]]
+        pmap = [int(i) for i in d["pmap"]]
+        if len(pmap) != p_size or any(not -1 <= i < len(nodes) for i in pmap):
+            raise RecipeError("bad pmap")
+        tg = TransformationGraph(
+            nodes, order, pmap, list(d["guards"]), [str(s) for s in d["passes"]], p_size, d.get("artifacts")
+        )
+        tg.validate_order(order)
+        return tg
+
+    def validate_order(self, order: list[int]) -> None:
+        """Raise unless `order` runs every non-leaf node once, after its inputs."""
+        interior = [q for q, n in enumerate(self.nodes) if n[0] != "leaf"]
+        if sorted(order) != interior:
+            raise RecipeError("order must list every non-leaf node exactly once")
+        done = {q for q, n in enumerate(self.nodes) if n[0] == "leaf"}
+        for q in order:
+            if any(i not in done for i in self.nodes[q][2]):
+                raise RecipeError(f"order runs node {q} before one of its inputs")
+            done.add(q)
+
+
+class Step:
+    """One kernel launch: fn(*values[ins], **attrs) -> values[out]; `dies` are freed after."""
+
+    __slots__ = ("fn", "ins", "out", "src", "recipe", "recover", "dies", "name")
+
+    def __init__(self, fn: Callable, ins: tuple, out: int, src: int, recipe: Recipe | None, name: str):
+        self.fn = fn
+        self.ins = ins
+        self.out = out
+        self.src = src  # P slot whose operator/attributes/shape this step re-reads, or -1
+        self.recipe = recipe
+        self.recover = recipe.compile() if recipe is not None else None
+        self.dies: tuple[int, ...] = ()
+        self.name = name
+
+
+class Plan:
+    """A transformation graph made executable (built once per entry, reused on every hit)."""
+
+    __slots__ = ("tgraph", "size", "leaves", "steps", "guards", "pmap", "program")
+
+    def __init__(self, tg: TransformationGraph, tokens: tuple) -> None:
+        self.tgraph = tg
+        self.size = len(tg.nodes)
+        self.pmap = tg.pmap
+        self.guards = [compile_guard(g) for g in tg.guards]
+        self.leaves = [(q, n[1]) for q, n in enumerate(tg.nodes) if n[0] == "leaf"]
+        by_q: dict[int, Step] = {}
+        for q, n in enumerate(tg.nodes):
+            if n[0] == "copy":
+                op = copy_op(tokens[n[1]][0])
+                by_q[q] = Step(op.kernel, n[2], q, n[1], None, op.name)
+            elif n[0] == "new":
+                recipe: Recipe = n[1]
+                build = CONSTRUCTORS.get(recipe.ctor)
+                if build is None:
+                    raise RecipeError(f"unknown constructor {recipe.ctor!r}")
+                by_q[q] = Step(build(recipe, tg.artifacts), n[2], q, -1, recipe, recipe.label)
+        self.steps = [by_q[q] for q in tg.order]
+        self._liveness()
+
+    def reorder(self, order: list[int]) -> None:
+        """Run the steps in another topological order (Q indices), e.g. a scheduler's choice."""
+        self.tgraph.validate_order(order)
+        by_q = {s.out: s for s in self.steps}
+        self.tgraph.order = list(order)
+        self.steps = [by_q[q] for q in order]
+        self._liveness()
+
+    def _liveness(self) -> None:
+        """Each value dies after its last consumer (the caller's `keep` set overrides at run time)."""
+        last: dict[int, int] = {}
+        for i, s in enumerate(self.steps):
+            for q in s.ins:
+                last[q] = i
+        dies: list[list[int]] = [[] for _ in self.steps]
+        leaf_slots = {q for q, _ in self.leaves}
+        for q, i in last.items():
+            if q not in leaf_slots:
+                dies[i].append(q)
+        for s, d in zip(self.steps, dies):
+            s.dies = tuple(d)
+        self.recompile()
+
+    def recompile(self) -> None:
+        """Refresh the tuple program after steps (or their `fn`) changed."""
+        self.program = [(s.fn, s.ins, s.out, s.src, s.recover, s.dies) for s in self.steps]
+
+    def applies(self, nodes: list[Node]) -> bool:
+        """True when every guard holds on P'."""
+        for g in self.guards:
+            try:
+                if not g(nodes):
+                    return False
+            except Exception:  # a guard over values that no longer fit: not this variant
+                return False
+        return True
+
+    def run(self, nodes: list[Node], keep: set[int], trace: Callable | None = None) -> list[Any]:
+        """Bind P''s leaves, run every step, and return the values by Q slot.
+
+        `keep` are Q slots whose values must survive (memoized P nodes); the others are
+        freed after their last consumer. `trace(name, shape, dtype, seconds)` sees each step.
+        """
+        vals: list[Any] = [None] * self.size
+        for q, p in self.leaves:
+            vals[q] = nodes[p].buffer
+        for fn, ins, out, src, recover, dies in self.program:
+            if recover is None:
+                node = nodes[src]
+                attrs, shape, dtype = node.attrs, node.shape, node.dtype
+            else:
+                attrs, shape, dtype = recover(nodes)
+            t = time.perf_counter() if trace is not None else 0.0
+            try:
+                # the common arities without building an argument list
+                if len(ins) == 2:
+                    v = fn(vals[ins[0]], vals[ins[1]], **attrs)
+                elif len(ins) == 1:
+                    v = fn(vals[ins[0]], **attrs)
+                else:
+                    v = fn(*[vals[i] for i in ins], **attrs)
+            except Exception as e:
+                raise _kernel_error(e, nodes, src, ins, vals) from e
+            if type(v) is not np.ndarray:
+                v = np.asarray(v)
+            if v.shape != shape or v.dtype != dtype:
+                name = nodes[src].op.name if src >= 0 else "new node"
+                raise EvaluationError(
+                    f"internal error: {name} produced {v.shape} {v.dtype}, recorded as {shape} {dtype}"
+                )
+            vals[out] = v
+            if trace is not None:
+                trace(nodes[src].op.name if src >= 0 else "new", shape, dtype, time.perf_counter() - t)
+            for d in dies:
+                if d not in keep:
+                    vals[d] = None
+        return vals
+
+
+def _kernel_error(e: Exception, nodes: list[Node], src: int, ins: tuple, vals: list) -> Exception:
+    """Name the op and its operands, keeping the exception type for the common cases."""
+    if src >= 0:
+        node = nodes[src]
+        name = node.op.name
+        shapes = ", ".join(f"{tuple(n.shape)} {n.dtype}" for n in node.inputs)
+    else:
+        name = "new node"
+        shapes = ", ".join(f"{np.shape(vals[i])}" for i in ins)
+    cls = type(e) if type(e) in (IndexError, ValueError, TypeError) else EvaluationError
+    return cls(f"{name} failed at evaluation: {e} (operands: {shapes})")
+
+
+def copy_op(opname: str) -> Any:
+    """The registered operator for a copy node (unknown names are stale entries)."""
+    op = REGISTRY.get(opname)
+    if op is None:
+        raise RecipeError(f"unknown operator {opname!r}")
+    return op

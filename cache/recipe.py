@@ -1,0 +1,179 @@
+"""Recovery information: small expressions over the new graph P', and New-node recipes.
+
+A cached transformation must rebuild every size-dependent value from the graph it is
+replayed on. Expressions are plain tuples (lists once written as JSON), so they can be
+stored on disk and never execute code; they compile once into closures over P''s nodes:
+
+    ("const", v)          a JSON value                ("attr", p, name)  P'[p].attrs[name]
+    ("shape", p)          P'[p].shape                 ("dim", p, axis)   P'[p].shape[axis]
+    ("value", p)          the value of leaf p         ("dtype", "<f4")   a dtype
+    ("contiguous", e)     the whole-buffer View of shape e
+    ("window", p)         where leaf p's buffer lies: (address, strides, shape)
+    ("tuple", e, ...)     a tuple of values
+
+A guard is ("eq", e1, e2): the two values must be the same (in key form, so 0.0 is not
+-0.0). A New node's recipe names a constructor and gives its attributes, shape and dtype
+as expressions; constructors are looked up by name in `CONSTRUCTORS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from cache.key import canon
+from ops.base import REGISTRY
+from ops.node import Node
+from ops.views import contiguous
+
+Expr = tuple
+Nodes = list[Node]
+
+
+class RecipeError(ValueError):
+    """A stored expression, guard or recipe that does not make sense (corrupt or stale)."""
+
+
+def compile_expr(e: Any) -> Callable[[Nodes], Any]:
+    """A closure computing the expression's value on P''s nodes."""
+    if not isinstance(e, (tuple, list)) or not e:
+        raise RecipeError(f"not an expression: {e!r}")
+    tag = e[0]
+    if tag == "const" and len(e) == 2:
+        v = e[1]
+        return lambda nodes: v
+    if tag == "attr" and len(e) == 3:
+        p, name = _slot(e[1]), str(e[2])
+        return lambda nodes: nodes[p].attrs[name]
+    if tag == "shape" and len(e) == 2:
+        p = _slot(e[1])
+        return lambda nodes: nodes[p].shape
+    if tag == "dim" and len(e) == 3:
+        p, axis = _slot(e[1]), int(e[2])
+        return lambda nodes: nodes[p].shape[axis]
+    if tag == "value" and len(e) == 2:
+        p = _slot(e[1])
+        return lambda nodes: nodes[p].buffer
+    if tag == "window" and len(e) == 2:
+        p = _slot(e[1])
+        return lambda nodes: _window(nodes[p].buffer)
+    if tag == "dtype" and len(e) == 2:
+        dt = np.dtype(str(e[1]))
+        return lambda nodes: dt
+    if tag == "contiguous" and len(e) == 2:
+        inner = compile_expr(e[1])
+        return lambda nodes: contiguous(tuple(inner(nodes)))
+    if tag == "tuple":
+        parts = [compile_expr(x) for x in e[1:]]
+        return lambda nodes: tuple(f(nodes) for f in parts)
+    raise RecipeError(f"unknown expression {e!r}")
+
+
+def _window(buf: Any) -> tuple:
+    """Two leaves with the same window hold the same elements (the same memory)."""
+    return (buf.__array_interface__["data"][0], buf.strides, buf.shape)
+
+
+def _slot(v: Any) -> int:
+    if type(v) is not int or v < 0:
+        raise RecipeError(f"bad node slot {v!r}")
+    return v
+
+
+def compile_guard(g: Any) -> Callable[[Nodes], bool]:
+    """A closure telling whether a guard holds on P'."""
+    if not isinstance(g, (tuple, list)) or len(g) != 3 or g[0] != "eq":
+        raise RecipeError(f"unknown guard {g!r}")
+    a, b = compile_expr(g[1]), compile_expr(g[2])
+
+    def check(nodes: Nodes) -> bool:
+        x, y = a(nodes), b(nodes)
+        return x is y or canon(x) == canon(y)
+
+    return check
+
+
+def eval_expr(e: Expr, nodes: Nodes) -> Any:
+    """Evaluate an expression once (at optimization time, on P)."""
+    return compile_expr(e)(nodes)
+
+
+class Recipe:
+    """How to build a New node on P': constructor, operator, attributes, shape, dtype."""
+
+    __slots__ = ("ctor", "op", "attrs", "shape", "dtype", "data")
+
+    def __init__(
+        self,
+        ctor: str,
+        op: str | None,
+        attrs: dict[str, Expr],
+        shape: Expr,
+        dtype: str,
+        data: Any = None,
+    ) -> None:
+        self.ctor = ctor
+        self.op = op
+        self.attrs = attrs
+        self.shape = shape
+        self.dtype = dtype
+        self.data = data  # constructor-specific JSON (e.g. the id of a compiled kernel)
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict."""
+        return {
+            "ctor": self.ctor,
+            "op": self.op,
+            "attrs": self.attrs,
+            "shape": self.shape,
+            "dtype": self.dtype,
+            "data": self.data,
+        }
+
+    @staticmethod
+    def from_json(d: dict) -> Recipe:
+        """Inverse of to_json (validated: unknown constructors or ops are errors)."""
+        if not isinstance(d, dict) or not isinstance(d.get("attrs"), dict):
+            raise RecipeError("recipe must be an object with attrs")
+        r = Recipe(str(d["ctor"]), d.get("op"), d["attrs"], d["shape"], str(d["dtype"]), d.get("data"))
+        r.compile()
+        if r.ctor not in CONSTRUCTORS:
+            raise RecipeError(f"unknown constructor {r.ctor!r}")
+        if r.op is not None and r.op not in REGISTRY:
+            raise RecipeError(f"unknown operator {r.op!r}")
+        return r
+
+    def compile(self) -> Callable[[Nodes], tuple[dict, tuple, np.dtype]]:
+        """A closure giving (attrs, shape, dtype) on P'."""
+        attrs = [(k, compile_expr(e)) for k, e in self.attrs.items()]
+        shape = compile_expr(self.shape)
+        dtype = np.dtype(self.dtype)
+
+        def recover(nodes: Nodes) -> tuple[dict, tuple, np.dtype]:
+            return {k: f(nodes) for k, f in attrs}, tuple(shape(nodes)), dtype
+
+        return recover
+
+    @property
+    def label(self) -> str:
+        """Name for listings (`new full`, `new jit`)."""
+        return f"{self.ctor}:{self.op}" if self.ctor != "op" else str(self.op)
+
+
+#: constructor name -> build(recipe, artifacts) returning the step's callable fn(*values, **attrs)
+CONSTRUCTORS: dict[str, Callable[[Recipe, dict], Callable]] = {}
+
+
+def register_constructor(name: str, build: Callable[[Recipe, dict], Callable]) -> None:
+    """Make New nodes with this constructor name buildable (JIT regions register theirs)."""
+    CONSTRUCTORS[name] = build
+
+
+def _op_ctor(recipe: Recipe, artifacts: dict) -> Callable:
+    """The default constructor: a registered operator's reference kernel."""
+    return REGISTRY[recipe.op].kernel
+
+
+register_constructor("op", _op_ctor)

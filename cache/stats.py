@@ -1,0 +1,127 @@
+"""Cache statistics of this process: counters, times, and a per-evaluation history."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from cache.store import Entry
+
+#: rows of history kept for plots; when full, neighbouring rows merge (constant memory)
+HISTORY_ROWS = 2048
+
+
+class History:
+    """Per-evaluation figures over a whole run in constant memory.
+
+    Each row sums `width` consecutive evaluations: (seconds since start at the last one,
+    evaluations, hits, hash s, replay s, optimize s, run s, P nodes). When the table is
+    full, pairs of rows merge and the width doubles, so a long run keeps an even picture.
+    """
+
+    def __init__(self, capacity: int = HISTORY_ROWS) -> None:
+        self.capacity = capacity
+        self.width = 1
+        self.rows: list[tuple] = []
+        self._acc: list[float] | None = None
+
+    def add(self, t: float, hit: bool, hash_s: float, replay_s: float, opt_s: float, run_s: float, n: int):
+        """Account one evaluation."""
+        acc = self._acc
+        if acc is None:
+            acc = self._acc = [t, 0, 0, 0.0, 0.0, 0.0, 0.0, 0]
+        acc[0] = t
+        acc[1] += 1
+        acc[2] += hit
+        acc[3] += hash_s
+        acc[4] += replay_s
+        acc[5] += opt_s
+        acc[6] += run_s
+        acc[7] += n
+        if acc[1] >= self.width:
+            self.rows.append(tuple(acc))
+            self._acc = None
+            if len(self.rows) >= self.capacity:
+                r = self.rows
+                self.rows = [(b[0], *(x + y for x, y in zip(a[1:], b[1:]))) for a, b in zip(r[0::2], r[1::2])]
+                self.width *= 2
+
+    def all_rows(self) -> list[tuple]:
+        """Completed rows plus the partial one."""
+        return self.rows + ([tuple(self._acc)] if self._acc else [])
+
+    def __len__(self) -> int:
+        return len(self.rows) + (1 if self._acc else 0)
+
+
+class Stats:
+    """Hits, misses and where the time went, since start (or the last reset)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero everything."""
+        self.started = time.time()
+        self.hits = 0
+        self.misses = 0
+        self.disk_hits = 0
+        self.uncached = 0  # evaluations with caching off (LAZYGRAPH_CACHE=0 or an uncacheable graph)
+        self.disk_writes = 0
+        self.corrupt = 0
+        self.hash_seconds = 0.0
+        self.replay_seconds = 0.0
+        self.optimize_seconds = 0.0
+        self.run_seconds = 0.0
+        self.used: dict[str, Entry] = {}
+        self.history = History()
+
+    def record(
+        self, outcome: str, entry: Entry | None, hash_s: float, prep_s: float, run_s: float, n: int
+    ) -> None:
+        """Account one evaluation: outcome is hit, disk, miss or off."""
+        self.hash_seconds += hash_s
+        self.run_seconds += run_s
+        if outcome == "hit" or outcome == "disk":
+            self.hits += 1
+            self.replay_seconds += prep_s
+            if outcome == "disk":
+                self.disk_hits += 1
+        else:
+            self.optimize_seconds += prep_s
+            if outcome == "miss":
+                self.misses += 1
+            else:
+                self.uncached += 1
+        if entry is not None:
+            self.used[entry.digest] = entry
+        hit = outcome == "hit" or outcome == "disk"
+        self.history.add(
+            time.time() - self.started, hit, hash_s, prep_s if hit else 0.0, 0.0 if hit else prep_s, run_s, n
+        )
+
+    def summary(self, per_entry: bool = True) -> dict[str, Any]:
+        """The figures `lg.cache.stats()` returns."""
+        looked_up = self.hits + self.misses
+        out: dict[str, Any] = {
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": self.hits / looked_up if looked_up else 0.0,
+            "distinct_graphs": len(self.used),
+            "optimize_seconds": self.optimize_seconds,
+            "replay_seconds": self.replay_seconds,
+            "hash_seconds": self.hash_seconds,
+            "run_seconds": self.run_seconds,
+            "evaluations": self.hits + self.misses + self.uncached,
+            "uncached": self.uncached,
+            "disk_hits": self.disk_hits,
+            "disk_writes": self.disk_writes,
+            "corrupt_entries": self.corrupt,
+        }
+        if per_entry:
+            out["entries"] = [e.summary() for e in self.used.values()]
+        return out
+
+    def history_rows(self) -> list[list]:
+        """The history as JSON-ready rows (see `History`)."""
+        return [list(r) for r in self.history.all_rows()]

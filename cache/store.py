@@ -1,0 +1,144 @@
+"""Cache entries and the in-process store.
+
+An `Entry` is everything cached for one structural key: one or more variants (a
+transformation graph and the plan built from it; variants differ in the guards their
+size- or value-dependent decisions need), plus counters. The store keeps entries in
+buckets by `key_hash` and compares keys whole, so colliding hashes only cost a comparison.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+from cache import key as keymod
+from cache.key import Key
+from cache.plan import Plan, TransformationGraph
+from ops.node import Node
+
+
+def key_json(key: Key) -> str:
+    """The key as compact JSON (tuples become lists); stable across processes."""
+    return json.dumps(key, separators=(",", ":"))
+
+
+def digest_of(text: str) -> str:
+    """A short content hash for names: of files, of entries in listings."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class Entry:
+    """The cached transformations of one structural key, with their statistics."""
+
+    __slots__ = (
+        "key",
+        "json",
+        "digest",
+        "variants",
+        "hits",
+        "misses",
+        "disk_hits",
+        "optimize_seconds",
+        "replay_seconds",
+        "created",
+        "last_used",
+    )
+
+    def __init__(self, key: Key, text: str | None = None) -> None:
+        self.key = key
+        self.json = text if text is not None else key_json(key)
+        self.digest = digest_of(self.json)
+        self.variants: list[Plan] = []
+        self.hits = 0
+        self.misses = 0
+        self.disk_hits = 0
+        self.optimize_seconds = 0.0
+        self.replay_seconds = 0.0
+        self.created = time.time()
+        self.last_used = self.created
+
+    def select(self, nodes: list[Node]) -> Plan | None:
+        """The first variant whose guards hold on this graph."""
+        for plan in self.variants:
+            if not plan.guards or plan.applies(nodes):
+                return plan
+        return None
+
+    def add(self, tg: TransformationGraph) -> Plan:
+        """A new variant (the newest is tried first: it was made for the latest sizes)."""
+        plan = Plan(tg, self.key[0])
+        self.variants.insert(0, plan)
+        del self.variants[8:]  # a key whose guards keep failing: keep the recent variants
+        return plan
+
+    def summary(self) -> dict:
+        """Per-entry counts and sizes for `lg.cache.stats()` and listings."""
+        tg = self.variants[0].tgraph if self.variants else None
+        return {
+            "key": self.digest[:12],
+            "hits": self.hits,
+            "misses": self.misses,
+            "disk_hits": self.disk_hits,
+            "variants": len(self.variants),
+            "p_nodes": len(self.key[0]),
+            "q_nodes": len(tg.nodes) if tg else 0,
+            "steps": len(tg.order) if tg else 0,
+            "guards": len(tg.guards) if tg else 0,
+            "passes": list(tg.passes) if tg else [],
+            "optimize_seconds": self.optimize_seconds,
+            "replay_seconds": self.replay_seconds,
+        }
+
+
+class MemoryStore:
+    """Entries of this process, by full key (oldest dropped past `capacity`)."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._buckets: dict[int, list[Entry]] = {}
+        self._count = 0
+
+    def get(self, key: Key) -> Entry | None:
+        """The entry for exactly this key."""
+        bucket = self._buckets.get(keymod.key_hash(key))
+        if bucket:
+            for e in bucket:
+                if e.key == key:
+                    return e
+        return None
+
+    def put(self, entry: Entry) -> None:
+        """Insert or replace the entry for entry.key."""
+        h = keymod.key_hash(entry.key)
+        bucket = self._buckets.setdefault(h, [])
+        for i, e in enumerate(bucket):
+            if e.key == entry.key:
+                bucket[i] = entry
+                return
+        bucket.append(entry)
+        self._count += 1
+        if self._count > self.capacity:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently used quarter (rare: only programs with many structures)."""
+        entries = sorted(self.entries(), key=lambda e: e.last_used)
+        for e in entries[: max(1, len(entries) // 4)]:
+            bucket = self._buckets[keymod.key_hash(e.key)]
+            bucket.remove(e)
+            if not bucket:
+                del self._buckets[keymod.key_hash(e.key)]
+            self._count -= 1
+
+    def entries(self) -> list[Entry]:
+        """All entries, in insertion order per bucket."""
+        return [e for bucket in self._buckets.values() for e in bucket]
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._buckets.clear()
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count

@@ -1,0 +1,57 @@
+"""`lg.cache`: is graph optimization amortized? Statistics, entries, clearing.
+
+lg.cache.stats()    # hits, misses, hit_rate, distinct_graphs, optimize/replay/hash seconds, ...
+lg.cache.clear()    # forget cached transformations (in this process and on disk)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lazygraph import executor
+
+
+def stats(per_entry: bool = True) -> dict[str, Any]:
+    """This process's cache figures since start (or the last clear/reset_stats).
+
+    Keys: hits, misses, hit_rate, distinct_graphs, optimize_seconds, replay_seconds,
+    hash_seconds, run_seconds, evaluations, uncached, disk_hits, disk_writes,
+    corrupt_entries, and `entries` (per structure: hits, misses, P and Q sizes, passes).
+    """
+    return executor.STATS.summary(per_entry)
+
+
+def reset_stats() -> None:
+    """Zero the counters (cached entries stay)."""
+    executor.STATS.reset()
+
+
+def clear(disk: bool = True) -> int:
+    """Forget every cached transformation, in this process and (by default) on disk.
+
+    Returns the number of files removed from the cache directory. Counters restart too.
+    """
+    executor.MEMORY.clear()
+    executor.STATS.reset()
+    if not disk:
+        return 0
+    return executor._disk_store().clear()
+
+
+def directory() -> Path:
+    """Where entries are stored: $LAZYGRAPH_CACHE_DIR or lazygraph/ in the user's cache dir."""
+    return executor._disk_store().root
+
+
+def entries() -> list[dict[str, Any]]:
+    """The entries on disk (current and other library versions), newest first."""
+    return executor._disk_store().listing()
+
+
+def history() -> list[list]:
+    """Per-evaluation figures of this process (rows merge pairwise in long runs).
+
+    Columns: seconds since start, evaluations, hits, hash s, replay s, optimize s, run s, nodes.
+    """
+    return executor.STATS.history_rows()

@@ -1,0 +1,187 @@
+"""The built-in passes: algebraic identities, identity ops, CSE and dead-code elimination.
+
+Every rewrite here is exact (bit-for-bit the value the reference kernels give), so the
+optimizer on or off gives identical results. Decisions that read values or sizes (a
+scalar operand that is 1, a reshape to the same shape) are recorded as guards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cache.graph import Graph, QNode
+from cache.key import Uncacheable, canon
+from cache.recipe import _window
+from optimizer.registry import register_pass
+
+
+def _scalar_operand(g: Graph, n: QNode) -> tuple[QNode, QNode, int, Any] | None:
+    """(array operand, scalar leaf, position of the scalar, its value) of a binary node."""
+    if len(n.inputs) != 2:
+        return None
+    a, b = n.inputs
+    if b.scalar and not a.scalar:
+        return a, b, 1, g.value(b)
+    if a.scalar and not b.scalar:
+        return b, a, 0, g.value(a)
+    return None
+
+
+# (op, positions of the scalar, scalar value, dtype kinds of the array operand)
+_NEUTRAL = (
+    ("multiply", (0, 1), 1, "biuf"),  # not complex: (inf+1j) * 1 multiplies inf by 0
+    ("divide", (1,), 1, "f"),
+    ("subtract", (1,), 0, "iuf"),  # x - 0 keeps -0.0; x + 0 does not, hence ints only
+    ("add", (0, 1), 0, "iu"),
+    ("pow", (1,), 1, "iuf"),
+)
+_CONSTANT = (
+    ("multiply", (0, 1), 0, "biu", 0),  # integers only: nan * 0 and inf * 0 are nan
+    ("pow", (1,), 0, "iuf", 1),  # x ** 0 is 1 for every real x, nan included
+)
+
+
+def _is(value: Any, target: int) -> bool:
+    """value is `target` in its own Python type (and +0.0, never -0.0)."""
+    if type(value) not in (bool, int, float):
+        return False
+    return canon(value) == canon(type(value)(target))
+
+
+def _has_scalar(g: Graph) -> bool:
+    return any(n.scalar for n in g.nodes)
+
+
+@register_pass("algebraic", priority=300, condition=_has_scalar)
+def algebraic(g: Graph) -> bool:
+    """x * 1, x / 1, x - 0, x ** 1 (and int x + 0) -> x; int x * 0 -> zeros; x ** 0 -> ones."""
+    mapping: dict[int, QNode] = {}
+    for n in list(g.nodes):
+        if n.leaf or n.op is None:
+            continue
+        found = _scalar_operand(g, n)
+        if found is None:
+            continue
+        x, s, pos, v = found
+        if n.dtype != x.dtype or n.shape != x.shape:
+            continue
+        name, kind = n.op.name, x.dtype.kind
+        for op, positions, target, kinds in _NEUTRAL:
+            if name == op and pos in positions and kind in kinds and _is(v, target):
+                g.guard(("eq", ("value", s.src), ("const", type(v)(target))))
+                mapping[id(n)] = x
+                break
+        else:
+            for op, positions, target, kinds, fill in _CONSTANT:
+                if name == op and pos in positions and kind in kinds and _is(v, target):
+                    g.guard(("eq", ("value", s.src), ("const", type(v)(target))))
+                    fill_value = bool(fill) if kind == "b" else fill
+                    mapping[id(n)] = g.new(
+                        "full",
+                        [],
+                        {
+                            "shape": g.shape_expr(n),
+                            "fill_value": ("const", fill_value),
+                            "dtype": ("dtype", n.dtype.str),
+                        },
+                        g.shape_expr(n),
+                        n.dtype,
+                    )
+                    break
+    if mapping:
+        g.substitute(mapping)
+    return bool(mapping)
+
+
+def _has_identity_candidates(g: Graph) -> bool:
+    return any(n.op is not None and n.op.name in ("astype", "reshape", "view") for n in g.nodes)
+
+
+@register_pass("identity", priority=250, condition=_has_identity_candidates)
+def identity(g: Graph) -> bool:
+    """Drop casts to the same dtype, reshapes to the same shape and whole-buffer views."""
+    from ops.views import contiguous
+
+    mapping: dict[int, QNode] = {}
+    for n in g.nodes:
+        if n.leaf or n.op is None or n.recipe is not None or len(n.inputs) != 1:
+            continue
+        x = n.inputs[0]
+        name = n.op.name
+        if name == "astype" and n.dtype == x.dtype:
+            mapping[id(n)] = x  # the dtype is in the key: no guard needed
+        elif name == "reshape" and n.shape == x.shape and n.dtype == x.dtype:
+            g.guard(("eq", g.shape_expr(n), g.shape_expr(x)))
+            mapping[id(n)] = x
+        elif name == "view" and n.dtype == x.dtype and n.attrs["view"] == contiguous(x.shape):
+            g.guard(("eq", g.attr_expr(n, "view"), ("contiguous", g.shape_expr(x))))
+            mapping[id(n)] = x
+    if mapping:
+        g.substitute(mapping)
+    return bool(mapping)
+
+
+def _signature(n: QNode, ins: tuple) -> tuple | None:
+    """What makes two nodes compute the same value (None: never merge this node)."""
+    try:
+        attrs = tuple((k, canon(v)) for k, v in n.attrs.items())
+        data = canon(n.recipe.data) if n.recipe is not None else None
+    except Uncacheable:
+        return None
+    return (n.name, attrs, data, n.dtype.str, n.shape, ins)
+
+
+def _merge_guards(g: Graph, n: QNode, prev: QNode) -> None:
+    """Equal attributes that the key does not pin down must stay equal on P'."""
+    if n.recipe is None and prev.recipe is None:
+        names = [k for k in n.op.size_attrs if k in n.attrs]
+    else:
+        names = list(n.attrs)
+    for k in names:
+        a, b = g.attr_expr(n, k), g.attr_expr(prev, k)
+        if a != b:
+            g.guard(("eq", a, b))
+
+
+@register_pass("cse", priority=200, condition=lambda g: len(g.nodes) > 2)
+def cse(g: Graph) -> bool:
+    """Common-subexpression elimination: one node per (operator, attributes, inputs)."""
+    table: dict[tuple, QNode] = {}
+    mapping: dict[int, QNode] = {}
+    for n in g.nodes:
+        if n.leaf:
+            if n.scalar:
+                sig = ("<S>", canon(g.value(n)))
+                guard = ("eq", ("value", n.src), ("value", prev.src)) if (prev := table.get(sig)) else None
+            else:
+                # Buffers: only windows onto the same memory (x.T taken twice), never by content.
+                tok = g.tokens[n.src]
+                if tok[3] != "cpu":
+                    continue
+                sig = ("<B>", tok, _window(g.value(n)))
+                guard = ("eq", ("window", n.src), ("window", prev.src)) if (prev := table.get(sig)) else None
+            if prev is None:
+                table[sig] = n
+            else:
+                g.guard(guard)
+                mapping[id(n)] = prev
+            continue
+        ins = tuple(id(mapping.get(id(c), c)) for c in n.inputs)
+        sig = _signature(n, ins)
+        if sig is None:
+            continue
+        prev = table.get(sig)
+        if prev is None:
+            table[sig] = n
+        else:
+            _merge_guards(g, n, prev)
+            mapping[id(n)] = prev
+    if mapping:
+        g.substitute(mapping)
+    return bool(mapping)
+
+
+@register_pass("dce", priority=0)
+def dce(g: Graph) -> bool:
+    """Dead-code elimination: drop nodes no requested output depends on."""
+    return g.remove_unreachable() > 0
