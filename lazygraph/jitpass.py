@@ -1,0 +1,251 @@
+"""Fused JIT kernels in the evaluation path: the fusion pass and the region constructor.
+
+The pass (`jit_fusion`, after CSE; `install()` registers it) mirrors Q as ops nodes, lets jit/fusion.py group them into
+regions, and replaces each region by New nodes built by the `jit_region` constructor: the
+first output's step runs the region's kernel, and each further output is a step that reads
+its value from the first (so a multi-output region, like the Adam update, runs once). The
+recipe holds the region's structure as JSON (operators, attributes, dtypes, which dimensions
+are 1), never sizes, so a cache hit rebuilds the same kernel object (jit.compile_region
+memoizes by structure) and launches compiled code without searching or compiling again.
+
+Whether a region runs compiled is decided per launch, from sizes: arrays smaller than
+LAZYGRAPH_JIT_MIN_SIZE elements (default 65536) run op by op on NumPy, which is faster there
+than a kernel launch and keeps the plan free of size guards. LAZYGRAPH_JIT=0 turns the pass
+off, and makes existing region steps run on NumPy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import weakref
+from typing import Any
+
+import numpy as np
+
+from cache.graph import Graph, QNode
+from cache.recipe import Recipe, RecipeError, register_constructor
+from jit import fusion, kernel
+from jit.domain import NotFusable
+from ops.base import REGISTRY
+from ops.creation import BUFFER, SCALAR
+from ops.node import Node
+from optimizer.registry import PASSES, register_pass, unregister_pass
+
+_SCALAR_STANDIN = {"b": False, "i": 0, "u": 0, "f": 0.0}
+_COMPOSITE = ("softmax", "log_softmax", "logsumexp", "var", "std")
+
+
+def min_size() -> int:
+    """Arrays below this many elements run on NumPy (LAZYGRAPH_JIT_MIN_SIZE)."""
+    try:
+        return int(os.environ.get("LAZYGRAPH_JIT_MIN_SIZE", "65536"))
+    except ValueError:
+        return 65536
+
+
+# -- attributes as JSON ---------------------------------------------------------------------
+
+
+def _enc(v: Any) -> Any:
+    if isinstance(v, np.dtype):
+        return {"dtype": v.str}
+    if isinstance(v, (tuple, list)):
+        return [_enc(x) for x in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise NotFusable(f"attribute {v!r} cannot be stored in a region recipe")
+
+
+def _dec(v: Any) -> Any:
+    if isinstance(v, dict):
+        return np.dtype(str(v["dtype"]))
+    if isinstance(v, list):
+        return tuple(_dec(x) for x in v)
+    return v
+
+
+def describe(region: kernel.Region) -> dict:
+    """The region's structure as JSON (no sizes, no values)."""
+    idx: dict[int, int] = {}
+    inputs = []
+    for n in region.inputs:
+        idx[id(n)] = len(idx)
+        kind = "scalar" if n.op is SCALAR else "array"
+        inputs.append({"kind": kind, "dtype": n.dtype.str, "ones": [d == 1 for d in n.shape]})
+    members = []
+    for n in region.nodes:
+        idx[id(n)] = len(idx)
+        members.append(
+            {
+                "op": n.op.name,
+                "attrs": {k: _enc(v) for k, v in sorted(n.attrs.items())},
+                "dtype": n.dtype.str,
+                "ins": [idx[id(c)] for c in n.inputs],
+                "ones": [d == 1 for d in n.shape],
+            }
+        )
+    return {"inputs": inputs, "members": members, "outputs": [idx[id(o)] for o in region.outputs]}
+
+
+def rebuild(desc: dict) -> kernel.Region:
+    """A region with the described structure; non-unit dimensions get a stand-in extent."""
+    nodes: list[Node] = []
+    try:
+        for d in desc["inputs"]:
+            dt = np.dtype(str(d["dtype"]))
+            shape = tuple(1 if one else 2 for one in d["ones"])
+            if d["kind"] == "scalar":
+                nodes.append(Node(SCALAR, (), {}, (), dt, buffer=_SCALAR_STANDIN[dt.kind]))
+            else:
+                nodes.append(Node(BUFFER, (), {}, shape, dt, buffer=np.zeros(0, dt)))
+        members = []
+        for d in desc["members"]:
+            op = REGISTRY[str(d["op"])]
+            attrs = {str(k): _dec(v) for k, v in d["attrs"].items()}
+            shape = tuple(1 if one else 2 for one in d["ones"])
+            n = Node(op, tuple(nodes[i] for i in d["ins"]), attrs, shape, np.dtype(str(d["dtype"])))
+            nodes.append(n)
+            members.append(n)
+        outputs = [nodes[i] for i in desc["outputs"]]
+        return kernel.make_region(members, outputs)
+    except (KeyError, TypeError, ValueError, IndexError, NotFusable) as e:
+        raise RecipeError(f"bad JIT region recipe: {e}") from None
+
+
+# -- the pass ------------------------------------------------------------------------------
+
+
+def _mirror(g: Graph) -> tuple[list[Node], dict[int, QNode], dict[int, Node]]:
+    """Q as ops nodes (leaves with stand-in values), and both directions of the mapping."""
+    to_q: dict[int, QNode] = {}
+    to_n: dict[int, Node] = {}
+    order: list[Node] = []
+    for q in g.nodes:
+        if q.leaf:
+            if q.scalar:
+                n = Node(SCALAR, (), {}, (), q.dtype, buffer=_SCALAR_STANDIN.get(q.dtype.kind, 0))
+            else:
+                n = Node(BUFFER, (), {}, q.shape, q.dtype, buffer=np.zeros(0, q.dtype))
+        else:
+            n = Node(q.op, tuple(to_n[id(c)] for c in q.inputs), q.attrs, q.shape, q.dtype)
+            order.append(n)
+        to_q[id(n)] = q
+        to_n[id(q)] = n
+    return order, to_q, to_n
+
+
+def _worth_it(region: kernel.Region) -> bool:
+    """A single elementwise op or plain reduction is already one NumPy pass."""
+    return len(region.nodes) > 1 or region.nodes[0].op.name in _COMPOSITE
+
+
+def _jit_condition(g: Graph) -> bool:
+    if not kernel.enabled():
+        return False
+    return any(
+        q.op is not None and (q.op.kind in ("elementwise", "reduction") or q.op.name in _COMPOSITE)
+        for q in g.nodes
+    )
+
+
+def jit_fusion(g: Graph) -> bool:
+    """Replace fusable regions of Q by JIT region steps."""
+    order, to_q, to_n = _mirror(g)
+    needed = [to_n[id(o)] for o in g.outputs]
+    for p, q in enumerate(g.pmap):
+        pn = g.pnodes[p]
+        if q is not None and not q.leaf and (pn.users > 0 or pn.requires_grad):
+            needed.append(to_n[id(q)])  # values a live array holds are memoized: keep them
+    changed = False
+    mapping: dict[int, QNode] = {}
+    for rid, region in enumerate(fusion.find_regions(order, needed)):
+        if not _worth_it(region):
+            continue
+        try:
+            desc = describe(region)
+        except NotFusable:
+            continue
+        ins = [to_q[id(c)] for c in region.inputs]
+        leader: QNode | None = None
+        for j, out in enumerate(region.outputs):
+            oq = to_q[id(out)]
+            data = {"region": desc, "out": j, "rid": rid}
+            if leader is None:
+                new = g.new(None, ins, {}, g.shape_expr(oq), oq.dtype, ctor="jit_region", data=data)
+                leader = new
+            else:
+                new = g.new(None, [leader], {}, g.shape_expr(oq), oq.dtype, ctor="jit_region", data=data)
+            mapping[id(oq)] = new
+        changed = True
+    if changed:
+        g.substitute(mapping)
+        g.remove_unreachable()
+    return changed
+
+
+# -- the constructor -----------------------------------------------------------------------
+
+_kernels: dict[str, kernel.FusedKernel] = {}
+#: id(first output) -> (weak reference to it, all outputs) for the further outputs' steps
+_siblings: dict[int, list] = {}
+
+
+def _kernel_for(desc: dict) -> kernel.FusedKernel:
+    text = json.dumps(desc, sort_keys=True)
+    k = _kernels.get(text)
+    if k is None:
+        k = kernel.compile_region(rebuild(desc))
+        _kernels[text] = k
+    return k
+
+
+def _build_region(recipe: Recipe, artifacts: dict) -> Any:
+    data = recipe.data
+    if not isinstance(data, dict) or not isinstance(data.get("region"), dict):
+        raise RecipeError("JIT region recipe without a region")
+    k = _kernel_for(data["region"])
+    j = int(data.get("out", 0))
+    n_out = len(k.out_slots)
+    if not 0 <= j < n_out:
+        raise RecipeError(f"JIT region recipe names output {j} of {n_out}")
+    if j > 0:
+
+        def pick(first: np.ndarray, **attrs: Any) -> np.ndarray:
+            entry = _siblings.get(id(first))
+            if entry is None or entry[0]() is not first:
+                raise RecipeError("JIT region outputs read out of order")
+            entry[2] -= 1
+            if entry[2] == 0:  # the last further output: release them all
+                del _siblings[id(first)]
+            return entry[1][j]
+
+        return pick
+
+    def run(*args: Any, **attrs: Any) -> np.ndarray:
+        small = max((np.size(a) for a in args), default=0) < min_size()
+        outs = k.fallback(args) if small or not kernel.enabled() else k(*args)
+        if n_out > 1:
+            if len(_siblings) > 256:  # entries of runs that failed midway
+                _siblings.clear()
+            _siblings[id(outs[0])] = [weakref.ref(outs[0]), outs, n_out - 1]
+        return outs[0]
+
+    return run
+
+
+register_constructor("jit_region", _build_region)
+
+#: after CSE (200), before dead-code elimination (0)
+PRIORITY = 50
+
+
+def install() -> None:
+    """Register the fusion pass (region steps can always be rebuilt from cached plans)."""
+    if "jit_fusion" not in PASSES:
+        register_pass("jit_fusion", PRIORITY, _jit_condition)(jit_fusion)
+
+
+def uninstall() -> None:
+    """Remove the fusion pass (plans already cached keep their region steps)."""
+    unregister_pass("jit_fusion")
