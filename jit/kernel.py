@@ -12,6 +12,7 @@ later calls only pack arguments and launch.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 import warnings
@@ -159,7 +160,7 @@ class FusedKernel:
         for _, ai in spec.outputs:
             ref = spec.arrays[ai]
             shp = tuple(1 if r < 0 else sizes[r] for r in ref.roots)
-            outs.append(np.empty(shp, dtype=ref.dtype))
+            outs.append(alloc(shp, ref.dtype))
         if any(sizes[a] == 0 for a in spec.K) or not compile_c.available():
             if not compile_c.available():
                 _warn_no_compiler()
@@ -285,6 +286,52 @@ def _load_cuda(data: bytes, kind: str) -> Any:
         return module.get_function("lg_kernel")
     finally:
         os.unlink(path)
+
+
+#: large output buffers returned earlier, reused once nothing else refers to them
+_pool: dict[tuple, list[np.ndarray]] = {}
+POOL_MIN_BYTES = 1 << 20
+POOL_MAX_BYTES = 512 << 20
+
+
+def _free_refcount() -> int:
+    probe = [np.empty(0)]
+    for a in probe:
+        return sys.getrefcount(a)
+    return 0
+
+
+_FREE = _free_refcount()
+
+
+def alloc(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An output buffer: a pooled one nobody holds any more, or a new one.
+
+    Fresh large arrays cost the kernel zero-filling page faults (a whole extra write pass
+    over the output); a training loop asks for the same shapes every step, so buffers the
+    program has dropped (only the pool refers to them: no arrays, views or memoryviews) are
+    handed out again.
+    """
+    dt = np.dtype(dtype)
+    nbytes = dt.itemsize * math.prod(shape)
+    if nbytes < POOL_MIN_BYTES:
+        return np.empty(shape, dtype=dt)
+    key = (shape, dt)
+    bufs = _pool.setdefault(key, [])
+    for a in bufs:
+        if sys.getrefcount(a) == _FREE:
+            a.flags.writeable = True
+            return a
+    a = np.empty(shape, dtype=dt)
+    total = sum(b.nbytes for lst in _pool.values() for b in lst)
+    if total + nbytes <= POOL_MAX_BYTES:
+        bufs.append(a)
+    return a
+
+
+def clear_pool() -> None:
+    """Drop the pooled buffers (memory goes back to the system when nothing holds them)."""
+    _pool.clear()
 
 
 _kernels: dict[tuple, FusedKernel] = {}
