@@ -138,3 +138,21 @@ def test_kernels_are_shared_by_structure_not_sizes() -> None:
     a, b = kernel.compile_region(region(4)), kernel.compile_region(region(9))
     assert a is b
     assert os.environ.get("OMP_WAIT_POLICY") == "passive" or compile_c.toolchain() is None
+
+
+def test_output_buffers_are_reused_only_when_nothing_holds_them() -> None:
+    shape = (512, 1024)  # 2 MiB of float32: pooled
+    kernel.clear_pool()
+    a = kernel.alloc(shape, np.dtype(np.float32))
+    first = id(a)
+    view = a[::2]
+    del a
+    b = kernel.alloc(shape, np.dtype(np.float32))
+    assert id(b) != first  # still held through its view
+    del view
+    c = kernel.alloc(shape, np.dtype(np.float32))
+    assert id(c) == first  # dropped: handed out again
+    assert kernel.alloc(shape, np.dtype(np.float32)) is not b  # b is still held
+    small = kernel.alloc((3,), np.dtype(np.float32))
+    assert kernel.alloc((3,), np.dtype(np.float32)) is not small
+    kernel.clear_pool()
