@@ -131,8 +131,8 @@ class DiskStore:
             self._reported.add(str(path))
             self.report(f"cache: ignoring corrupt entry {path.name} ({why}); it will be rewritten")
 
-    def load(self, text: str, tokens: tuple) -> tuple[Entry | None, bool]:
-        """The stored entry for this key (JSON text), and whether a corrupt file was found."""
+    def load(self, key: tuple, skey: tuple, text: str) -> tuple[Entry | None, bool]:
+        """The stored entry for this key (flat, structural, JSON), and whether a file was corrupt."""
         path = self.path_for(text)
         try:
             data = path.read_bytes()
@@ -144,9 +144,9 @@ class DiskStore:
                 return None, False  # another library version (or a forced hash collision)
             if json.dumps(payload.get("key"), separators=(",", ":")) != text:
                 return None, False  # same file name, different key: a hash collision
-            entry = Entry(_tuples(payload["key"]), text)
+            entry = Entry(key, skey, text)
             for v in reversed(payload["variants"]):
-                entry.add(TransformationGraph.from_json(v, tokens))
+                entry.add(TransformationGraph.from_json(v, skey[0]))
             if not entry.variants:
                 raise CorruptEntry("no variants")
         except (CorruptEntry, RecipeError, KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
@@ -163,7 +163,7 @@ class DiskStore:
         payload = {
             "format": FORMAT,
             "version": self.version,
-            "key": entry.key,
+            "key": entry.skey,
             "created": entry.created,
             "meta": meta,
             "variants": [p.tgraph.to_json() for p in entry.variants],
@@ -301,10 +301,3 @@ class DiskStore:
                 record["file"] = str(p)
                 return record
         return None
-
-
-def _tuples(v: Any) -> Any:
-    """JSON lists back to the tuples keys are made of."""
-    if isinstance(v, list):
-        return tuple(_tuples(x) for x in v)
-    return v

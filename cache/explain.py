@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cache.key import LEAF_SCALAR, Key, is_leaf_token
+from cache.key import LEAF_SCALAR, is_leaf_token
 from cache.store import Entry
 
 _DIM = {0: "0", 1: "1", 2: "n", 3: "n(stride 0)", 4: "n(reversed)"}
@@ -65,7 +65,7 @@ def token_difference(i: int, a: tuple, b: tuple) -> str:
     return f"node %{i} ({a[0]}): inputs ({_ins(a)}) here, ({_ins(b)}) cached"
 
 
-def _compare(a: Key, b: Key) -> tuple[int, int, str]:
+def _compare(a: tuple, b: tuple) -> tuple[int, int, str]:
     """(first differing node, number of differing nodes, description)."""
     ta, tb = a[0], b[0]
     first = -1
@@ -88,16 +88,16 @@ def _compare(a: Key, b: Key) -> tuple[int, int, str]:
     return first, count, what
 
 
-def explain_miss(key: Key, entries: Iterable[Entry]) -> str:
-    """Describe the nearest entry (longest equal prefix, then fewest differences)."""
+def explain_miss(skey: tuple, entries: Iterable[Entry]) -> str:
+    """Describe the entry nearest to a structural key (longest equal prefix, then fewest differences)."""
     best: tuple[int, int, str, Entry] | None = None
     for e in entries:
-        if e.key == key:
+        if e.skey == skey:
             return f"same key as entry {e.digest[:12]}: none of its variants' guards hold for these sizes"
-        first, count, what = _compare(key, e.key)
+        first, count, what = _compare(skey, e.skey)
         if best is None or (first, -count) > (best[0], -best[1]):
             best = (first, count, what, e)
     if best is None:
-        return f"nothing cached yet ({len(key[0])} nodes)"
+        return f"nothing cached yet ({len(skey[0])} nodes)"
     first, count, what, e = best
     return f"nearest entry {e.digest[:12]} differs in {count} node(s); first: {what}"

@@ -72,7 +72,7 @@ class Graph:
 
     def __init__(self, w: Walk) -> None:
         self.pnodes: list[Node] = w.nodes
-        self.tokens = w.key[0]
+        self.tokens = w.tokens
         self.nodes: list[QNode] = []
         for p, (node, tok) in enumerate(zip(w.nodes, self.tokens)):
             if is_leaf_token(tok):

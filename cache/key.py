@@ -1,68 +1,133 @@
 """Structural keys: what a graph computes, without its data or its exact sizes.
 
 One iterative depth-first walk from the requested roots numbers every node reachable
-through unevaluated nodes (inputs before consumers; that order is the schedule too) and
-emits one token per node:
+through unevaluated nodes (inputs before consumers; that order is the schedule too). Each
+node has a token:
 
-- interior node: (op name, dtype, shape class, abstracted attributes, input slots)
+- interior node: (op name, dtype, shape class, key form of the attributes, input slots)
 - held buffer:   ("<B>", dtype, shape/stride class, device, first leaf sharing its memory)
 - Python scalar: ("<S>", Python type)
 
 The shape class keeps the rank and which extents are 0 or 1 (and, for buffers, which
-strides are 0), never the other sizes. Attributes an operator declares size-like
-(`Op.size_attrs`) keep only their form. The key is the tuple of tokens plus the root
-slots; lookups compare it whole, so equal hashes alone never select a transformation.
+strides are 0), never the other sizes; attributes an operator declares size-like
+(`Op.size_attrs`) keep only their form (see keyform.py). The structural key is the tuple
+of tokens plus the root slots; its JSON is what the disk store compares.
+
+For speed, the part of a token that does not depend on the numbering (everything but the
+slots) is interned once per process as a small integer, remembered per concrete (operator,
+dtype, shape, attributes), so the key an evaluation looks up is a flat tuple of integers:
+per node its interned id, then its inputs' slots (or its alias). Ids are never reused, so
+equal flat keys mean equal structural keys; lookups compare keys whole, never a hash alone.
 """
 
 from __future__ import annotations
 
-import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from cache.keyform import (  # noqa: F401  (re-exported: the key vocabulary)
+    LEAF_BUFFER,
+    LEAF_SCALAR,
+    Uncacheable,
+    abstract,
+    attrs_key,
+    canon,
+    dtype_str,
+    shape_class,
+)
 from ops.node import Node
-from ops.views import View
 
 Key = tuple
-LEAF_BUFFER = "<B>"
-LEAF_SCALAR = "<S>"
+
+#: interned local tokens: token -> id and id -> token (append-only: ids are never reused)
+_ids: dict[tuple, int] = {}
+TOKENS: list[tuple] = []
+_intern_lock = threading.Lock()
+#: (op, dtype, shape[, attribute items and types]) -> id; caches, cleared when large
+_memo: dict[tuple, int] = {}
+_leaf_memo: dict[tuple, int] = {}
+_INEXACT = (float, complex)
 
 
-class Uncacheable(Exception):
-    """An attribute whose value cannot be written into a key (e.g. an arbitrary object)."""
+def intern(token: tuple) -> int:
+    """The id of a local token (the same token always gets the same id)."""
+    i = _ids.get(token)
+    if i is None:
+        with _intern_lock:
+            i = _ids.get(token)
+            if i is None:
+                i = _ids[token] = len(TOKENS)
+                TOKENS.append(token)
+    return i
 
 
-_PY_SCALARS = (bool, int, float, complex)
-_dtype_str: dict[np.dtype, str] = {}
-_shape_cls: dict[tuple, tuple] = {}
+_SCALAR_IDS = {t: intern((LEAF_SCALAR, t.__name__)) for t in (bool, int, float, complex)}
 
 
-def dtype_str(dtype: np.dtype) -> str:
-    """dtype.str, memoized (the attribute builds a new string on every access)."""
-    s = _dtype_str.get(dtype)
-    if s is None:
-        s = _dtype_str[dtype] = dtype.str
-    return s
+def _exact_sig(values: Any) -> tuple | None:
+    """Types of the attribute values (one level into tuples); None when a float is involved.
+
+    The memo compares attribute values with ==, which equates 1, 1.0 and True, and 0.0 and
+    -0.0; with their types alongside (and floats never memoized) equal memo keys give
+    equal key forms. Deeper levels hold normalized ints and strings (views, index
+    templates, pad widths, pairs).
+    """
+    sig = []
+    for v in values:
+        t = type(v)
+        if t is tuple:
+            t = tuple(map(type, v))
+            if float in t or complex in t:
+                return None
+        elif t in _INEXACT:
+            return None
+        sig.append(t)
+    return tuple(sig)
 
 
-def shape_class(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Per dimension 0, 1 or 2 (meaning: any other extent); memoized per shape."""
-    c = _shape_cls.get(shape)
-    if c is None:
-        if len(_shape_cls) > 65536:  # shapes of a long run with many sizes: start over
-            _shape_cls.clear()
-        c = _shape_cls[shape] = tuple([d if d < 2 else 2 for d in shape])
-    return c
+def _interior_id(node: Node) -> int:
+    """Interned id of an operation's local token (memoized on its concrete form)."""
+    op, attrs = node.op, node.attrs
+    mk: tuple | None
+    if attrs:
+        sig = _exact_sig(attrs.values())
+        mk = None if sig is None else (op, node.dtype, node.shape, tuple(attrs.items()), sig)
+    else:
+        mk = (op, node.dtype, node.shape)
+    if mk is not None:
+        try:
+            i = _memo.get(mk)
+        except TypeError:  # an unhashable attribute value
+            mk, i = None, None
+        if i is not None:
+            return i
+    akey = attrs_key(op, attrs) if attrs else ()
+    i = intern((op.name, dtype_str(node.dtype), shape_class(node.shape), akey))
+    if mk is not None:
+        if len(_memo) > 100_000:
+            _memo.clear()
+        _memo[mk] = i
+    return i
 
 
-def _leaf_class(buf: np.ndarray) -> tuple[int, ...]:
-    # 3 marks a broadcast axis (stride 0, extent > 1): the same element read many times.
-    cls = shape_class(buf.shape)
-    if 2 in cls and 0 in buf.strides:
-        return tuple(3 if c == 2 and s == 0 else c for c, s in zip(cls, buf.strides))
-    return cls
+def _leaf_id(node: Node, buf: Any) -> int:
+    """Interned id of a held buffer's local token: dtype, unit and stride-0 axes, device."""
+    if type(buf) is np.ndarray:
+        mk = (node.dtype, buf.shape, buf.strides)
+        i = _leaf_memo.get(mk)
+        if i is None:
+            if len(_leaf_memo) > 100_000:
+                _leaf_memo.clear()
+            cls = shape_class(buf.shape)
+            if 2 in cls and 0 in buf.strides:  # 3: a broadcast axis, one element read many times
+                cls = tuple(3 if c == 2 and s == 0 else c for c, s in zip(cls, buf.strides))
+            i = _leaf_memo[mk] = intern((LEAF_BUFFER, dtype_str(node.dtype), cls, "cpu"))
+        return i
+    device = type(buf).__module__ + "." + type(buf).__name__  # a device array: its type is structure
+    return intern((LEAF_BUFFER, dtype_str(node.dtype), shape_class(node.shape), device))
 
 
 def _memory_root(buf: Any) -> Any:
@@ -74,110 +139,36 @@ def _memory_root(buf: Any) -> Any:
         buf = base
 
 
-def canon(value: Any) -> Any:
-    """A structural attribute as a JSON-friendly, hashable value (types kept distinct)."""
-    t = type(value)
-    if t is str or value is None:
-        return value
-    if t is bool:
-        return value
-    if t is int:
-        return ("i", value)
-    if t is float:
-        return ("f", repr(value))
-    if t is complex:
-        return ("c", repr(value))
-    if t is tuple or t is list:
-        return tuple(canon(v) for v in value)
-    if isinstance(value, np.dtype):
-        return ("dtype", value.str)
-    if isinstance(value, np.generic):
-        return ("np", value.dtype.str, repr(value.item()))
-    if isinstance(value, np.ndarray) and value.dtype != object:
-        return ("nd", value.dtype.str, value.shape, value.tobytes().hex())
-    if isinstance(value, type) and issubclass(value, np.generic):
-        return ("dtype", np.dtype(value).str)
-    if isinstance(value, tuple):  # other named tuples
-        return (t.__name__, tuple(canon(v) for v in value))
-    raise Uncacheable(f"attribute value of type {t.__name__} cannot be part of a structural key")
-
-
-def _view_class(view: View) -> tuple:
-    # Per axis: 0 / 1 extents, 3 broadcast (stride 0), 4 reversed (negative stride), 2 other.
-    out = []
-    for d, s in zip(view.shape, view.strides):
-        if d < 2:
-            out.append(d)
-        elif s == 0:
-            out.append(3)
-        elif s < 0:
-            out.append(4)
-        else:
-            out.append(2)
-    return ("V", tuple(out))
-
-
-def abstract(value: Any) -> Any:
-    """The form of a size-like attribute: rank, unit extents, Python type, index tags."""
-    t = type(value)
-    if value is None or t is bool or t is str:
-        return value
-    if t is int or isinstance(value, np.integer):
-        return "#"
-    if t is float:
-        return "f#"
-    if t is complex:
-        return "c#"
-    if t is View:
-        return _view_class(value)
-    if t is tuple or t is list:
-        if value and type(value[0]) is str:  # an index template item: ("s", a, b, step), ("a", k)
-            tag = value[0]
-            if tag == "a":
-                return ("a", value[1])
-            if tag == "s":
-                step = value[3]
-                return ("s", None if step is None else step > 0)
-            return (tag,)
-        return ("T", tuple(abstract(v) for v in value))
-    if isinstance(value, np.generic):
-        return ("np", value.dtype.str)
-    if isinstance(value, np.ndarray):
-        return ("nd", value.dtype.str, value.ndim)
-    return canon(value)
-
-
-def attrs_key(op: Any, attrs: dict) -> tuple:
-    """Attributes in key form: size-like ones abstracted, the others whole."""
-    size = op.size_attrs
-    return tuple((k, abstract(v) if k in size else canon(v)) for k, v in attrs.items())
-
-
 class Walk:
-    """One evaluation's graph: nodes by slot, their tokens, in-graph consumer counts."""
+    """One evaluation's graph: nodes by slot, their local ids and edges, the flat key."""
 
-    __slots__ = ("nodes", "tokens", "consumers", "interior", "roots", "key", "cacheable")
+    __slots__ = ("nodes", "ids", "edges", "interior", "roots", "key", "cacheable", "_tokens")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
-        self.tokens: list[tuple] = []
-        self.consumers: list[int] = []
+        self.ids: list[int] = []  # interned local token per slot
+        self.edges: list[Any] = []  # per slot: input slots (tuple), alias slot (int) or None
         self.interior: list[int] = []
         self.roots: tuple[int, ...] = ()
         self.key: Key = ()
         self.cacheable = True  # False when an attribute cannot be written into a key
+        self._tokens: tuple | None = None
 
+    @property
+    def tokens(self) -> tuple:
+        """Full tokens per slot (for passes, listings and the disk's JSON key)."""
+        if self._tokens is None:
+            out = []
+            for i, e in zip(self.ids, self.edges):
+                t = TOKENS[i]
+                out.append(t if e is None else (*t, e))
+            self._tokens = tuple(out)
+        return self._tokens
 
-def _array_leaf(node: Node, buf: Any, s: int, memory: dict[int, int]) -> tuple:
-    """Token of a held buffer: dtype, unit/broadcast axes, device, first leaf sharing memory."""
-    alias = memory.setdefault(id(_memory_root(buf)), s)
-    if type(buf) is np.ndarray:
-        return (LEAF_BUFFER, dtype_str(node.dtype), _leaf_class(buf), "cpu", alias)
-    device = type(buf).__module__ + "." + type(buf).__name__  # a device array: its type is structure
-    return (LEAF_BUFFER, dtype_str(node.dtype), shape_class(node.shape), device, alias)
-
-
-_SCALAR_TOKENS = {t: (LEAF_SCALAR, t.__name__) for t in _PY_SCALARS}
+    @property
+    def structural_key(self) -> tuple:
+        """(tokens, root slots): the process-independent form of `key`."""
+        return (self.tokens, self.roots)
 
 
 def walk(roots: Sequence[Node]) -> Walk:
@@ -186,73 +177,76 @@ def walk(roots: Sequence[Node]) -> Walk:
     This is the hot path of every evaluation, hence the inlined lookups.
     """
     w = Walk()
-    nodes, tokens, consumers, interior = w.nodes, w.tokens, w.consumers, w.interior
+    nodes, ids, edges, interior = w.nodes, w.ids, w.edges, w.interior
+    flat: list[int] = []
     slot: dict[Node, int] = {}  # -1 while a node is on the stack
     memory: dict[int, int] = {}
-    dts, shp, scalar_tokens = _dtype_str, _shape_cls, _SCALAR_TOKENS
+    scalar_ids, memo_get = _SCALAR_IDS, _memo.get
     getslot = slot.__getitem__
     root_slots = []
+
+    def leaf(node: Node, buf: Any) -> None:
+        s = len(nodes)
+        slot[node] = s
+        nodes.append(node)
+        i = scalar_ids.get(type(buf))
+        if i is not None:
+            ids.append(i)
+            edges.append(None)
+            flat.append(i)
+        else:
+            i = _leaf_id(node, buf)
+            alias = memory.setdefault(id(_memory_root(buf)), s)
+            ids.append(i)
+            edges.append(alias)
+            flat.append(i)
+            flat.append(alias)
+
     for root in roots:
         s = slot.get(root)
-        if s is not None:
-            root_slots.append(s)
-            continue
-        buf = root.buffer
-        if buf is not None:
-            s = len(nodes)
-            slot[root] = s
-            nodes.append(root)
-            consumers.append(0)
-            tok = scalar_tokens.get(type(buf))
-            tokens.append(tok if tok is not None else _array_leaf(root, buf, s, memory))
-            root_slots.append(s)
-            continue
-        slot[root] = -1
-        stack = [(root, iter(root.inputs))]
-        while stack:
-            node, it = stack[-1]
-            for child in it:
-                if child not in slot:
-                    buf = child.buffer
-                    if buf is None:
-                        slot[child] = -1
-                        stack.append((child, iter(child.inputs)))
-                        break
-                    s = len(nodes)
-                    slot[child] = s
-                    nodes.append(child)
-                    consumers.append(0)
-                    tok = scalar_tokens.get(type(buf))
-                    tokens.append(tok if tok is not None else _array_leaf(child, buf, s, memory))
-            else:
-                stack.pop()
-                ins = tuple(map(getslot, node.inputs))
-                for c in ins:
-                    consumers[c] += 1
-                s = len(nodes)
-                slot[node] = s
-                nodes.append(node)
-                consumers.append(0)
-                interior.append(s)
-                attrs = node.attrs
-                if attrs:
-                    try:
-                        akey = attrs_key(node.op, attrs)
-                    except Uncacheable:
-                        akey = (("?", s),)
-                        w.cacheable = False
+        if s is None:
+            buf = root.buffer
+            if buf is not None:
+                leaf(root, buf)
+                root_slots.append(slot[root])
+                continue
+            slot[root] = -1
+            stack = [(root, iter(root.inputs))]
+            while stack:
+                node, it = stack[-1]
+                for child in it:
+                    if child not in slot:
+                        buf = child.buffer
+                        if buf is None:
+                            slot[child] = -1
+                            stack.append((child, iter(child.inputs)))
+                            break
+                        leaf(child, buf)
                 else:
-                    akey = ()
-                dt = dts.get(node.dtype)
-                if dt is None:
-                    dt = dtype_str(node.dtype)
-                cls = shp.get(node.shape)
-                if cls is None:
-                    cls = shape_class(node.shape)
-                tokens.append((node.op.name, dt, cls, akey, ins))
-        root_slots.append(slot[root])
+                    stack.pop()
+                    ins = tuple(map(getslot, node.inputs))
+                    s = len(nodes)
+                    slot[node] = s
+                    nodes.append(node)
+                    interior.append(s)
+                    i = None if node.attrs else memo_get((node.op, node.dtype, node.shape))
+                    if i is None:
+                        try:
+                            i = _interior_id(node)
+                        except Uncacheable:  # evaluated without the cache; the token only names it
+                            i = intern((node.op.name, dtype_str(node.dtype), shape_class(node.shape), ("?",)))
+                            w.cacheable = False
+                    ids.append(i)
+                    edges.append(ins)
+                    flat.append(i)
+                    flat.append(len(ins))
+                    flat.extend(ins)
+            s = slot[root]
+        root_slots.append(s)
     w.roots = tuple(root_slots)
-    w.key = (tuple(tokens), w.roots)
+    flat.append(-1)
+    flat.extend(root_slots)
+    w.key = tuple(flat)
     return w
 
 
@@ -264,14 +258,3 @@ def key_hash(key: Key) -> int:
 def is_leaf_token(token: tuple) -> bool:
     """True for the token of a held buffer or a Python scalar."""
     return token[0] == LEAF_BUFFER or token[0] == LEAF_SCALAR
-
-
-def same_value(a: Any, b: Any) -> bool:
-    """Equal values that also print alike (0.0 is not -0.0; nan never matches)."""
-    if type(a) is not type(b) or a != b:
-        return False
-    if type(a) is float:
-        return math.copysign(1.0, a) == math.copysign(1.0, b)
-    if type(a) is complex:
-        return repr(a) == repr(b)
-    return True

@@ -18,8 +18,8 @@ from cache.plan import Plan, TransformationGraph
 from ops.node import Node
 
 
-def key_json(key: Key) -> str:
-    """The key as compact JSON (tuples become lists); stable across processes."""
+def key_json(key: tuple) -> str:
+    """A structural key (tokens, roots) as compact JSON; the same in every process."""
     return json.dumps(key, separators=(",", ":"))
 
 
@@ -33,6 +33,7 @@ class Entry:
 
     __slots__ = (
         "key",
+        "skey",
         "json",
         "digest",
         "variants",
@@ -45,9 +46,10 @@ class Entry:
         "last_used",
     )
 
-    def __init__(self, key: Key, text: str | None = None) -> None:
-        self.key = key
-        self.json = text if text is not None else key_json(key)
+    def __init__(self, key: Key, skey: tuple, text: str | None = None) -> None:
+        self.key = key  # the flat key of this process (see cache/key.py)
+        self.skey = skey  # (tokens, root slots): the same key in process-independent form
+        self.json = text if text is not None else key_json(skey)
         self.digest = digest_of(self.json)
         self.variants: list[Plan] = []
         self.hits = 0
@@ -56,7 +58,7 @@ class Entry:
         self.optimize_seconds = 0.0
         self.replay_seconds = 0.0
         self.created = time.time()
-        self.last_used = self.created
+        self.last_used = time.perf_counter()  # the executor stamps each use with perf_counter
 
     def select(self, nodes: list[Node]) -> Plan | None:
         """The first variant whose guards hold on this graph."""
@@ -67,7 +69,7 @@ class Entry:
 
     def add(self, tg: TransformationGraph) -> Plan:
         """A new variant (the newest is tried first: it was made for the latest sizes)."""
-        plan = Plan(tg, self.key[0])
+        plan = Plan(tg, self.skey[0])
         self.variants.insert(0, plan)
         del self.variants[8:]  # a key whose guards keep failing: keep the recent variants
         return plan
@@ -81,7 +83,7 @@ class Entry:
             "misses": self.misses,
             "disk_hits": self.disk_hits,
             "variants": len(self.variants),
-            "p_nodes": len(self.key[0]),
+            "p_nodes": len(self.skey[0]),
             "q_nodes": len(tg.nodes) if tg else 0,
             "steps": len(tg.order) if tg else 0,
             "guards": len(tg.guards) if tg else 0,

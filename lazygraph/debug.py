@@ -26,11 +26,14 @@ def log(msg: str, at: int = 1) -> None:
         print(f"[lazygraph] {msg}", file=sys.stderr)
 
 
-def log_evaluation(roots: Sequence[Node], kernels: int, seconds: float, detail: str = "") -> None:
+def log_evaluation(
+    roots: Sequence[Node], kernels: int, seconds: float, detail: str = "", lv: int | None = None
+) -> None:
     """One line per evaluation at level 1 (the executor logs kernels and passes at 2, the graph at 3)."""
     _stats["evaluations"] += 1
     _stats["kernels"] += kernels
-    lv = level()
+    if lv is None:
+        lv = level()
     if lv >= 1:
         outs = ", ".join(f"{r.dtype}{list(r.shape)}" for r in roots)
         extra = f" [{detail}]" if detail else ""

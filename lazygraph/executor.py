@@ -20,7 +20,9 @@ import os
 import sys
 import time
 import weakref
+from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -68,9 +70,10 @@ def _memoized(w: Walk) -> set[int]:
     Outside references are a later-recorded, unevaluated consumer (`loss` evaluated before
     the `w -= ...` recorded from the same `w`) or an array's cached view; without keeping
     them each later evaluation would recompute (and retain) that history. References from
-    inside the graph are its consumers' inputs, counted by the walk.
+    inside the graph are its consumers' inputs.
     """
-    nodes, consumers = w.nodes, w.consumers
+    nodes, edges = w.nodes, w.edges
+    consumers = Counter(chain.from_iterable(edges[s] for s in w.interior))
     probe = [object()]  # the same access pattern on an object only the list holds: the baseline
     for obj in probe:
         baseline = sys.getrefcount(obj)
@@ -78,7 +81,7 @@ def _memoized(w: Walk) -> set[int]:
     getrefcount = sys.getrefcount
     for s in w.interior:
         node = nodes[s]
-        if node.users > 0 or getrefcount(node) > baseline + consumers[s]:
+        if node.users > 0 or getrefcount(node) > baseline + consumers.get(s, 0):
             keep.add(s)
     return keep
 
@@ -147,12 +150,18 @@ def _build(w: Walk, optimize: bool, verbose: int) -> tuple[Graph, Any]:
     return g, g.finalize()
 
 
+def _structural(w: Walk, opt: bool) -> tuple:
+    """The process-independent key (tokens, roots), marked when the optimizer is off."""
+    return w.structural_key if opt else (*w.structural_key, "noopt")
+
+
 def _miss(w: Walk, key: tuple, entry: Entry | None, mode: str, opt: bool, verbose: int) -> tuple:
     """No applicable variant in memory: try the disk, else optimize and store."""
-    text = entry.json if entry is not None else key_json(key)
+    skey = entry.skey if entry is not None else _structural(w, opt)
+    text = entry.json if entry is not None else key_json(skey)
     store = _disk_store() if mode != "memory" else None
     if store is not None and entry is None:
-        found, corrupt = store.load(text, key[0])
+        found, corrupt = store.load(key, skey, text)
         if corrupt:
             STATS.corrupt += 1
         if found is not None:
@@ -162,17 +171,17 @@ def _miss(w: Walk, key: tuple, entry: Entry | None, mode: str, opt: bool, verbos
                 found.disk_hits += 1
                 return plan, found, "disk"
     if os.environ.get("LAZYGRAPH_EXPLAIN_MISSES", "0") not in ("", "0"):
-        debug.log(f"cache miss: {explain_miss(key, MEMORY.entries())}", at=0)
+        debug.log(f"cache miss: {explain_miss(skey, MEMORY.entries())}", at=0)
     t = time.perf_counter()
     _, tg = _build(w, opt, verbose)
     if entry is None:
-        entry = Entry(key, text)
+        entry = Entry(key, skey, text)
         MEMORY.put(entry)
     plan = entry.add(tg)
     entry.misses += 1
     entry.optimize_seconds += time.perf_counter() - t
     if store is not None:
-        meta = {"optimize_seconds": entry.optimize_seconds, "p_nodes": len(key[0]), "q_nodes": len(tg.nodes)}
+        meta = {"optimize_seconds": entry.optimize_seconds, "p_nodes": len(skey[0]), "q_nodes": len(tg.nodes)}
         store.save(entry, meta)
         STATS.disk_writes += 1
     return plan, entry, "miss"
@@ -195,10 +204,10 @@ def evaluate(roots: Sequence[Node]) -> None:
     env = os.environ
     mode = env.get("LAZYGRAPH_CACHE", "1")
     opt = env.get("LAZYGRAPH_OPTIMIZE", "1") != "0"
-    key = w.key if opt else (*w.key, "noopt")
+    key = w.key if opt else (*w.key, -2)
     entry = None
     if mode == "0" or not w.cacheable:
-        plan: Plan | None = Plan(_build(w, opt, verbose)[1], w.key[0])
+        plan: Plan | None = Plan(_build(w, opt, verbose)[1], w.tokens)
         outcome = "off"
     else:
         entry = MEMORY.get(key)
@@ -229,7 +238,7 @@ def evaluate(roots: Sequence[Node]) -> None:
     t3 = time.perf_counter()
     prep = t2 - t1
     if entry is not None:
-        entry.last_used = time.time()
+        entry.last_used = t3
         if outcome != "miss":
             entry.hits += 1
             entry.replay_seconds += prep
@@ -241,9 +250,9 @@ def evaluate(roots: Sequence[Node]) -> None:
             f"cache {what}{digest}, hash {(t1 - t0) * 1e6:.0f} us, "
             f"{'replay' if outcome in ('hit', 'disk') else 'optimize'} {prep * 1e6:.0f} us"
         )
-        debug.log_evaluation(roots, len(plan.steps), t3 - t0, detail)
+        debug.log_evaluation(roots, len(plan.steps), t3 - t0, detail, verbose)
     else:
-        debug.log_evaluation(roots, len(plan.steps), t3 - t0)
+        debug.log_evaluation(roots, len(plan.steps), t3 - t0, "", verbose)
 
 
 def realize(node: Node, buffer: np.ndarray) -> None:
@@ -262,7 +271,7 @@ def explain_lines(roots: Sequence[Node]) -> list[str]:
     if not w.interior:
         return ["Q = nothing to run (every output is already evaluated)"]
     opt = os.environ.get("LAZYGRAPH_OPTIMIZE", "1") != "0"
-    key = w.key if opt else (*w.key, "noopt")
+    key = w.key if opt else (*w.key, -2)
     entry = MEMORY.get(key) if w.cacheable else None
     cached = entry is not None and entry.select(w.nodes) is not None
     g, tg = _build(w, opt, 0)
