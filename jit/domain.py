@@ -269,16 +269,16 @@ class Domain:
         total = own
         lv = self.level[id(node)]
         for c in node.inputs:
-            if id(c) not in self.members or not self.full(c):
+            if id(c) not in self.members:
                 continue
-            sub = self.subcost.get(id(c), 0.0)
+            sub = self.subcost.get(id(c), 0.0)  # reductions are 0: a per-row value, not recomputed
             total += sub
-            if node.op.kind == "elementwise" and self.level[id(c)] < lv and sub > STORE_COST:
+            if node.op.kind == "elementwise" and self.full(c) and self.level[id(c)] < lv and sub > STORE_COST:
                 raise NotFusable(
                     f"{node.op.name}: recomputing {c.op.name} in a later stage costs {sub:g} > "
                     f"storing it ({STORE_COST:g})"
                 )
-        self.subcost[id(node)] = total
+        self.subcost[id(node)] = 0.0 if node.op.kind != "elementwise" else total
 
 
 def try_join(domain: Domain, node: Node) -> Domain | None:

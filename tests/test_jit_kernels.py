@@ -267,3 +267,14 @@ def test_zero_and_one_sized_arrays(dtype: type) -> None:
 def test_astype_chain() -> None:
     x = np.arange(-5, 7, dtype=np.int16).reshape(3, 4)
     check(lambda ns, a: (a.astype(np.float32) * 0.5, (a > 0).astype(np.int8) + a.astype(np.int8)), x)
+
+
+def test_expensive_shared_values_are_stored_not_recomputed() -> None:
+    x = np.random.default_rng(3).standard_normal((9, 40))
+    # t costs sin + erf per element; normalizing by its row sums would recompute it in a
+    # second stage, which costs more than storing it: the division starts a new region.
+    regions = check(lambda ns, a: (t := fn_of(ns, "erf")(ns.sin(a))) / t.sum(axis=1, keepdims=True), x)
+    assert regions == [["sin", "erf", "sum"], ["divide"]]
+    # a cheap shared value (one subtraction) is recomputed instead: one region
+    cheap = check(lambda ns, a: (d := a - 1.0) / d.sum(axis=1, keepdims=True), x)
+    assert cheap == [["subtract", "sum", "divide"]]
