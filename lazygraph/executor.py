@@ -54,9 +54,34 @@ def schedule(roots: Sequence[Node]) -> list[Node]:
     return [w.nodes[s] for s in w.interior]
 
 
+class _OrderedWeakSet:
+    """A set of weakly held objects that iterates in insertion order (a WeakSet's order
+    varies from run to run, and the order of an evaluation's roots is part of its key)."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref] = {}
+
+    def add(self, obj: Any) -> None:
+        """Insert obj (kept in place if present; a dead object's reused id is replaced)."""
+        ref = self._refs.get(id(obj))
+        if ref is None or ref() is not obj:
+            self._refs.pop(id(obj), None)
+            self._refs[id(obj)] = weakref.ref(obj)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._refs.clear()
+
+    def __iter__(self) -> Any:
+        return iter([o for o in (r() for r in list(self._refs.values())) if o is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 #: storages whose pending value the next evaluation point computes too (the loss that
 #: backward() was called on, running statistics), so it joins the same graph
-_deferred: weakref.WeakSet = weakref.WeakSet()
+_deferred = _OrderedWeakSet()
 
 
 def defer(storage: Any) -> None:

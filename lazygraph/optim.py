@@ -37,6 +37,12 @@ def _leaf(value: float, dtype: np.dtype) -> Array:
     return from_node(constant(np.asarray(value, dtype=dtype)))
 
 
+def _zeros_state(p: Array) -> Array:
+    """Fresh optimizer state: a zero buffer leaf, so the first step records the same graph
+    structure as every later one (whose state is an evaluated buffer)."""
+    return from_node(constant(np.zeros(p.shape, dtype=p.dtype)))
+
+
 class Optimizer:
     """Base class: parameter groups with per-group hyper-parameters, per-parameter state."""
 
@@ -161,11 +167,13 @@ class SGD(Optimizer):
         mu = group["momentum"]
         if mu:
             buf = state.get("momentum_buffer")
-            if buf is None:
+            if buf is None and group["dampening"]:
                 buf = state["momentum_buffer"] = copy(d)  # the first step's buffer is d itself
             else:
+                if buf is None:  # without dampening mu * 0 + d is exactly d: one graph for every step
+                    buf = state["momentum_buffer"] = _zeros_state(p)
                 buf *= mu
-                buf += d * (1.0 - group["dampening"])
+                buf += d * (1.0 - group["dampening"]) if group["dampening"] else d
             d = d + buf * mu if group["nesterov"] else buf
         p -= _leaf(group["lr"], p.dtype) * d
 
@@ -205,10 +213,10 @@ class Adam(Optimizer):
             g = -g
         if not state:
             state["step"] = 0
-            state["exp_avg"] = zeros(p.shape, dtype=p.dtype)
-            state["exp_avg_sq"] = zeros(p.shape, dtype=p.dtype)
+            state["exp_avg"] = _zeros_state(p)
+            state["exp_avg_sq"] = _zeros_state(p)
             if group["amsgrad"]:
-                state["max_exp_avg_sq"] = zeros(p.shape, dtype=p.dtype)
+                state["max_exp_avg_sq"] = _zeros_state(p)
         state["step"] += 1
         t = state["step"]
         if wd:

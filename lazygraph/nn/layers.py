@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from lazygraph.array import Array
-from lazygraph.creation import ones, zeros
 from lazygraph.nn import functional as F
 from lazygraph.nn import init
 from lazygraph.nn.module import Module, Parameter
 from lazygraph.random import Generator
+from lazygraph.shape import asarray
 
 IntPair = int | tuple[int, int]
 
@@ -330,9 +330,11 @@ class _BatchNorm(Module):
         self.register_parameter("weight", Parameter(np.ones(num_features, dtype=dtype)) if affine else None)
         self.register_parameter("bias", Parameter(np.zeros(num_features, dtype=dtype)) if affine else None)
         if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", zeros((), dtype=np.int64))
+            # Buffers hold values, not creation ops, so the first training step records the
+            # same graph structure as every later one.
+            self.register_buffer("running_mean", asarray(np.zeros(num_features, dtype=dtype)))
+            self.register_buffer("running_var", asarray(np.ones(num_features, dtype=dtype)))
+            self.register_buffer("num_batches_tracked", asarray(np.zeros((), dtype=np.int64)))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
