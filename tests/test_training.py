@@ -127,7 +127,7 @@ def test_train_mnist_example_smoke(capsys):
     spec = importlib.util.spec_from_file_location("train_mnist", ROOT / "examples" / "train_mnist.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    acc = mod.main(["--epochs", "1", "--limit", "512", "--batch-size", "128"])
+    acc = mod.train(mod.parser().parse_args(["--epochs", "1", "--limit", "512", "--batch-size", "128"]))
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == f"test accuracy: {acc * 100:.2f}%"
     assert out[1].startswith("epoch 1/1: train loss")
