@@ -107,7 +107,6 @@ def parser() -> argparse.ArgumentParser:
 
 def train(args: argparse.Namespace) -> float:
     """Train, report each epoch, and return the final test accuracy."""
-    lg.asarray(np.zeros(1), device=args.device)  # fails early, naming the device, if unavailable
     lg.manual_seed(args.seed)
     data = load_mnist(args.data)
     x_train, y_train = prepare(data.x_train), data.y_train.astype(np.int64)
@@ -164,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     """Exit status: 1 when a run with the default training settings misses TARGET."""
     ap = parser()
     args = ap.parse_args(argv)
+    try:
+        lg.asarray(np.zeros(1), device=args.device)  # fail early, naming the device, if unavailable
+    except ValueError as e:
+        ap.error(str(e))
     acc = train(args)
     defaults = ap.parse_args([])
     promised = all(
