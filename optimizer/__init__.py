@@ -6,6 +6,7 @@ common-subexpression elimination, dead-code elimination (optimizer/passes.py).
 """
 
 from optimizer import passes as _passes  # noqa: F401  (registers the built-in passes)
+from optimizer import rewrite as _rewrite  # noqa: F401  (registers the rewrite-rule pass)
 from optimizer.registry import PASSES, Pass, fingerprint, optimize, ordered, register_pass, unregister_pass
 
 __all__ = ["PASSES", "Pass", "fingerprint", "optimize", "ordered", "register_pass", "unregister_pass"]

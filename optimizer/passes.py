@@ -1,4 +1,5 @@
-"""The built-in passes: algebraic identities, identity ops, CSE and dead-code elimination.
+"""The built-in passes: identity ops, CSE and dead-code elimination (algebraic identities are
+rewrite rules: optimizer/rewrite/).
 
 Every rewrite here is exact (bit-for-bit the value the reference kernels give), so the
 optimizer on or off gives identical results. Decisions that read values or sizes (a
@@ -7,90 +8,10 @@ scalar operand that is 1, a reshape to the same shape) are recorded as guards.
 
 from __future__ import annotations
 
-from typing import Any
-
 from cache.graph import Graph, QNode
 from cache.key import Uncacheable, canon
 from cache.recipe import _window
 from optimizer.registry import register_pass
-
-
-def _scalar_operand(g: Graph, n: QNode) -> tuple[QNode, QNode, int, Any] | None:
-    """(array operand, scalar leaf, position of the scalar, its value) of a binary node."""
-    if len(n.inputs) != 2:
-        return None
-    a, b = n.inputs
-    if b.scalar and not a.scalar:
-        return a, b, 1, g.value(b)
-    if a.scalar and not b.scalar:
-        return b, a, 0, g.value(a)
-    return None
-
-
-# (op, positions of the scalar, scalar value, dtype kinds of the array operand)
-_NEUTRAL = (
-    ("multiply", (0, 1), 1, "biuf"),  # not complex: (inf+1j) * 1 multiplies inf by 0
-    ("divide", (1,), 1, "f"),
-    ("subtract", (1,), 0, "iuf"),  # x - 0 keeps -0.0; x + 0 does not, hence ints only
-    ("add", (0, 1), 0, "iu"),
-    ("pow", (1,), 1, "iuf"),
-)
-_CONSTANT = (
-    ("multiply", (0, 1), 0, "biu", 0),  # integers only: nan * 0 and inf * 0 are nan
-    ("pow", (1,), 0, "iuf", 1),  # x ** 0 is 1 for every real x, nan included
-)
-
-
-def _is(value: Any, target: int) -> bool:
-    """value is `target` in its own Python type (and +0.0, never -0.0)."""
-    if type(value) not in (bool, int, float):
-        return False
-    return canon(value) == canon(type(value)(target))
-
-
-def _has_scalar(g: Graph) -> bool:
-    return any(n.scalar for n in g.nodes)
-
-
-@register_pass("algebraic", priority=300, condition=_has_scalar)
-def algebraic(g: Graph) -> bool:
-    """x * 1, x / 1, x - 0, x ** 1 (and int x + 0) -> x; int x * 0 -> zeros; x ** 0 -> ones."""
-    mapping: dict[int, QNode] = {}
-    for n in list(g.nodes):
-        if n.leaf or n.op is None:
-            continue
-        found = _scalar_operand(g, n)
-        if found is None:
-            continue
-        x, s, pos, v = found
-        if n.dtype != x.dtype or n.shape != x.shape:
-            continue
-        name, kind = n.op.name, x.dtype.kind
-        for op, positions, target, kinds in _NEUTRAL:
-            if name == op and pos in positions and kind in kinds and _is(v, target):
-                g.guard(("eq", ("value", s.src), ("const", type(v)(target))))
-                mapping[id(n)] = x
-                break
-        else:
-            for op, positions, target, kinds, fill in _CONSTANT:
-                if name == op and pos in positions and kind in kinds and _is(v, target):
-                    g.guard(("eq", ("value", s.src), ("const", type(v)(target))))
-                    fill_value = bool(fill) if kind == "b" else fill
-                    mapping[id(n)] = g.new(
-                        "full",
-                        [],
-                        {
-                            "shape": g.shape_expr(n),
-                            "fill_value": ("const", fill_value),
-                            "dtype": ("dtype", n.dtype.str),
-                        },
-                        g.shape_expr(n),
-                        n.dtype,
-                    )
-                    break
-    if mapping:
-        g.substitute(mapping)
-    return bool(mapping)
 
 
 def _has_identity_candidates(g: Graph) -> bool:

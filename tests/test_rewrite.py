@@ -1,0 +1,210 @@
+"""The rewrite-rule engine: every built-in rule against the reference (optimizer off), rules
+that must not fire when their conditions fail, rules as JSON data."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lazygraph as lg
+import optimizer
+from cache import key as keymod
+from cache.graph import Graph
+from optimizer.rewrite import ENGINE, Engine, RuleSyntaxError, load_rules, make_rule, save_rules
+from optimizer.rewrite.builtin import BUILTIN_RULES
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    """Each test starts with an empty cache in its own directory, JIT off."""
+    monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LAZYGRAPH_CACHE", raising=False)
+    monkeypatch.delenv("LAZYGRAPH_OPTIMIZE", raising=False)
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    lg.cache.clear(disk=False)
+    yield
+    lg.cache.clear(disk=False)
+
+
+def lazy(a) -> lg.Array:
+    """An unevaluated copy, so the rules see an operator node rather than a buffer."""
+    a = lg.asarray(np.asarray(a))
+    return lg.logical_or(a, a) if a.dtype == np.bool_ else lg.positive(a)
+
+
+def rules_fired(y: lg.Array) -> dict[str, int]:
+    """Which rules the optimizer applies to y's graph (without evaluating)."""
+    g = Graph(keymod.walk([y.node]))
+    optimizer.optimize(g)
+    g.finalize()
+    return dict(g.artifacts.get("rules", {}))
+
+
+def reference(make, xn: np.ndarray) -> np.ndarray:
+    """The program's value with no passes at all."""
+    os.environ["LAZYGRAPH_OPTIMIZE"] = "0"
+    try:
+        return make(lazy(xn)).numpy()
+    finally:
+        del os.environ["LAZYGRAPH_OPTIMIZE"]
+
+
+# rule name -> (program, dtypes it fires on)
+PROGRAMS = {
+    "mul-one": (lambda x: (x * 1) + (1 * x), ("int32", "float64", "uint8")),
+    "div-one": (lambda x: x / 1, ("float32", "float64")),
+    "sub-zero": (lambda x: x - 0, ("int64", "float32")),
+    "add-zero-int": (lambda x: (0 + x) + 0, ("int16", "uint32")),
+    "pow-one": (lambda x: x**1, ("int32", "float64")),
+    "mul-zero-int": (lambda x: x * 0, ("int32", "uint8", "bool")),
+    "pow-zero": (lambda x: x**0, ("float32", "int64")),
+    "sub-self-int": (lambda x: (lambda y: y - y)(x * 3), ("int8", "int64")),
+    "neg-neg": (lambda x: -(-(x * 2)), ("int32", "float32")),
+    "not-not": (lambda x: lg.logical_not(lg.logical_not(x)), ("bool",)),
+    "invert-invert": (lambda x: ~~(x + 1), ("int16", "uint8")),
+    "astype-self": (lambda x: (x * 2).astype(x.dtype), ("float32", "int64")),
+    "broadcast-full": (
+        lambda x: x + lg.broadcast_to(lg.full((1, x.shape[1]), 3, x.dtype), x.shape),
+        ("int32",),
+    ),
+}
+
+
+def _data(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -100), min(info.max, 100), shape, dtype=dtype)
+    x = rng.standard_normal(shape).astype(dtype)
+    x.flat[: min(3, x.size)] = [-0.0, np.inf, np.nan][: min(3, x.size)]
+    return x
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@given(seed=st.integers(0, 2**31), rows=st.integers(1, 4), cols=st.sampled_from([2, 4, 6]))
+@settings(max_examples=8, deadline=None)
+def test_rule_fires_and_keeps_values(name, seed, rows, cols):
+    make, dtypes = PROGRAMS[name]
+    for dtype in dtypes:
+        xn = _data(dtype, (rows + 1, cols), seed)
+        y = make(lazy(xn))
+        assert rules_fired(y).get(name, 0) >= 1, (name, dtype)
+        with np.errstate(all="ignore"):
+            got = y.numpy()
+            want = reference(make, xn)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_every_builtin_rule_has_a_program():
+    tested = set(PROGRAMS)
+    assert {d["name"] for d in BUILTIN_RULES} == tested
+
+
+def test_rules_reach_a_fixed_point():
+    y = -(-(-(-(lazy(np.arange(4.0)) * 2))))
+    g = Graph(keymod.walk([y.node]))
+    optimizer.optimize(g)
+    assert g.artifacts["rules"]["neg-neg"] >= 2
+    assert [n.name for n in g.nodes if not n.leaf] == ["positive", "multiply"]
+    np.testing.assert_array_equal(y.numpy(), np.arange(4.0) * 2)
+
+
+@pytest.mark.parametrize(
+    "xn, make",
+    [
+        (np.array([-0.0, 1.0]), lambda x: x + 0),  # -0.0 + 0 is 0.0
+        (np.array([-0.0, 1.0]), lambda x: x - (-0.0)),
+        (np.array([1 + 1j, np.inf + 1j]), lambda x: x * 1),
+        (np.array([1, 2]), lambda x: x / 1),  # int / 1 is float
+        (np.array([np.nan, np.inf]), lambda x: x * 0),
+        (np.array([np.nan, np.inf]), lambda x: x - x),
+        (np.array([1.0, 2.0]), lambda x: x * 2),
+        (np.array([1, 2], dtype=np.int32), lambda x: x.astype(np.int64)),
+        (np.array([1, 2], dtype=np.int32), lambda x: x - (x + 0 * x)),  # not the same node
+        (np.array([True, False]), lambda x: -(-x.astype(np.int8))),  # fires on the int8 only
+    ],
+)
+def test_rules_do_not_fire_when_conditions_fail(xn, make):
+    y = make(lazy(xn))
+    fired = rules_fired(y)
+    wrong = {"add-zero-int", "sub-zero", "mul-one", "div-one", "mul-zero-int", "sub-self-int", "astype-self"}
+    if xn.dtype.kind in "iub":
+        wrong -= {"mul-zero-int"}  # 0 * x inside the program is an integer rewrite
+    assert not (set(fired) & wrong), fired
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(y.numpy(), reference(make, xn))
+
+
+def test_scalar_value_is_a_guard_not_structure():
+    xn = np.arange(6, dtype=np.int32)
+    a = lazy(xn) * 1
+    np.testing.assert_array_equal(a.numpy(), xn)
+    b = lazy(xn) * 2  # same key, the guard on the scalar fails: another variant
+    np.testing.assert_array_equal(b.numpy(), xn * 2)
+    c = lazy(xn) * 1
+    np.testing.assert_array_equal(c.numpy(), xn)
+    assert lg.cache.stats()["hits"] >= 1
+
+
+def test_broadcast_full_is_rebuilt_for_new_sizes():
+    for n in (3, 5):
+        xn = np.arange(2.0 * n).reshape(2, n)
+        y = lazy(xn) * lg.broadcast_to(lg.full((1, n), -0.0), (2, n))
+        np.testing.assert_array_equal(y.numpy(), xn * -0.0)
+    assert lg.cache.stats()["hits"] == 1
+
+
+def test_engine_rules_are_data(tmp_path):
+    path = tmp_path / "rules.json"
+    rules = [make_rule(d["name"], d["lhs"], d["rhs"], d["when"]) for d in BUILTIN_RULES]
+    save_rules(path, rules)
+    back = load_rules(path)
+    assert [r.to_json() for r in back] == [r.to_json() for r in rules]
+    doc = json.loads(path.read_text())
+    assert doc["rules"][0]["lhs"] == "(multiply ?x 1)"
+    path.write_text("{not json")
+    assert load_rules(path) == []
+
+
+@pytest.mark.parametrize(
+    "lhs, rhs, when",
+    [
+        ("(multiply ?x 1", "?x", []),
+        ("(no_such_op ?x)", "?x", []),
+        ("?x", "?x", []),
+        ("(negative ?x)", "?y", []),
+        ("(negative ?x)", "?x", ["(kind ?y f)"]),
+        ("(negative ?x)", "?x", ["(exec ?x)"]),
+        ("(negative ?x)", "(full :shape (eval ?x))", []),
+    ],
+)
+def test_bad_rules_are_rejected(lhs, rhs, when):
+    with pytest.raises(RuleSyntaxError):
+        make_rule("bad", lhs, rhs, when)
+
+
+def test_added_rule_runs_in_the_same_engine():
+    rule = ENGINE.add({"name": "test-max-self", "lhs": "(maximum ?x ?x)", "rhs": "?x", "when": []})
+    try:
+        xn = np.array([np.nan, 1.0, -0.0])
+        z = lazy(xn) * 2
+        y = lg.maximum(z, z)
+        assert rules_fired(y) == {"test-max-self": 1}
+        np.testing.assert_array_equal(y.numpy(), np.maximum(xn * 2, xn * 2))
+        assert ENGINE.fired["test-max-self"] >= 1
+    finally:
+        ENGINE.remove(rule.name)
+    assert "maximum" not in ENGINE.index
+
+
+def test_engine_indexes_by_root_op():
+    e = Engine([make_rule("a", "(negative (negative ?x))", "?x"), make_rule("b", "(astype ?x)", "?x")])
+    assert sorted(e.index) == ["astype", "negative"]
