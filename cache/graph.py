@@ -83,6 +83,7 @@ class Graph:
         self.outputs: list[QNode] = [self.nodes[s] for s in w.roots]
         self.pmap: list[QNode | None] = list(self.nodes)
         self.guards: list[Expr] = []
+        self._guard_set: set = set()
         self.fired: list[str] = []
         self.artifacts: dict = {}
 
@@ -139,7 +140,12 @@ class Graph:
         """Record a size- or value-dependent decision; it must hold on P now."""
         if not compile_guard(g)(self.pnodes):
             raise PassError(f"guard {g!r} does not hold on the graph being optimized")
-        if g not in self.guards:
+        try:
+            new = g not in self._guard_set
+            self._guard_set.add(g)
+        except TypeError:  # an unhashable constant inside: compare with the list
+            new = g not in self.guards
+        if new:
             self.guards.append(g)
 
     def substitute(self, mapping: dict[int, QNode]) -> None:

@@ -75,15 +75,17 @@ def _exact_sig(values: Any) -> tuple | None:
     equal key forms. Deeper levels hold normalized ints and strings (views, index
     templates, pad widths, pairs).
     """
+    types = tuple(map(type, values))
+    if float in types or complex in types:
+        return None
+    if tuple not in types:
+        return types
     sig = []
-    for v in values:
-        t = type(v)
+    for v, t in zip(values, types):
         if t is tuple:
             t = tuple(map(type, v))
             if float in t or complex in t:
                 return None
-        elif t in _INEXACT:
-            return None
         sig.append(t)
     return tuple(sig)
 
@@ -221,7 +223,15 @@ def walk(roots: Sequence[Node]) -> Walk:
                             slot[child] = -1
                             stack.append((child, iter(child.inputs)))
                             break
-                        leaf(child, buf)
+                        i = scalar_ids.get(type(buf))
+                        if i is None:
+                            leaf(child, buf)
+                        else:  # a weak Python scalar, the most common leaf: inlined
+                            slot[child] = len(nodes)
+                            nodes.append(child)
+                            ids.append(i)
+                            edges.append(None)
+                            flat.append(i)
                 else:
                     stack.pop()
                     ins = tuple(map(getslot, node.inputs))

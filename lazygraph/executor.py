@@ -78,6 +78,10 @@ class _OrderedWeakSet:
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def __bool__(self) -> bool:
+        # Every evaluation asks; dead references are dropped when the set is read.
+        return bool(self._refs)
+
 
 #: storages whose pending value the next evaluation point computes too (the loss that
 #: backward() was called on, running statistics), so it joins the same graph

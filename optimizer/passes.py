@@ -64,39 +64,59 @@ def _merge_guards(g: Graph, n: QNode, prev: QNode) -> None:
             g.guard(("eq", a, b))
 
 
+def _leaf_class(g: Graph, n: QNode) -> tuple | None:
+    """Leaves in one class hold the same value on P (a guard keeps it so); None: only itself.
+
+    Scalars by value (in key form: 0.0 is not -0.0); buffers only when they are the same
+    window onto the same memory (x.T taken twice), never by content (too costly to compare).
+    """
+    if n.scalar:
+        return ("<S>", canon(g.value(n)))
+    tok = g.tokens[n.src]
+    if tok[3] != "cpu":
+        return None
+    return ("<B>", tok, _window(g.value(n)))
+
+
+def _leaf_guard(a: QNode, b: QNode) -> tuple:
+    """The guard that two leaves of one class still agree on P'."""
+    what = "value" if a.scalar else "window"
+    return ("eq", (what, a.src), (what, b.src))
+
+
 @register_pass("cse", priority=200, condition=lambda g: len(g.nodes) > 2)
 def cse(g: Graph) -> bool:
-    """Common-subexpression elimination: one node per (operator, attributes, inputs)."""
+    """Common-subexpression elimination: one node per (operator, attributes, inputs).
+
+    Leaves are never merged themselves: two operations whose inputs differ only in leaves of
+    one class (equal scalars, one window) merge, with a guard on those leaves; the leaves of
+    the dropped operation then die with it.
+    """
     table: dict[tuple, QNode] = {}
     mapping: dict[int, QNode] = {}
+    classes: dict[int, tuple | None] = {}
     for n in g.nodes:
         if n.leaf:
-            if n.scalar:
-                sig = ("<S>", canon(g.value(n)))
-                guard = ("eq", ("value", n.src), ("value", prev.src)) if (prev := table.get(sig)) else None
-            else:
-                # Buffers: only windows onto the same memory (x.T taken twice), never by content.
-                tok = g.tokens[n.src]
-                if tok[3] != "cpu":
-                    continue
-                sig = ("<B>", tok, _window(g.value(n)))
-                guard = ("eq", ("window", n.src), ("window", prev.src)) if (prev := table.get(sig)) else None
-            if prev is None:
-                table[sig] = n
-            else:
-                g.guard(guard)
-                mapping[id(n)] = prev
+            classes[id(n)] = _leaf_class(g, n)
             continue
-        ins = tuple(id(mapping.get(id(c), c)) for c in n.inputs)
-        sig = _signature(n, ins)
+        ins = []
+        for c in n.inputs:
+            c = mapping.get(id(c), c)
+            cls = classes.get(id(c)) if c.leaf else None
+            ins.append(cls if cls is not None else id(c))
+        sig = _signature(n, tuple(ins))
         if sig is None:
             continue
         prev = table.get(sig)
         if prev is None:
             table[sig] = n
-        else:
-            _merge_guards(g, n, prev)
-            mapping[id(n)] = prev
+            continue
+        _merge_guards(g, n, prev)
+        for a, b in zip(n.inputs, prev.inputs):
+            a = mapping.get(id(a), a)
+            if a is not b and a.leaf:
+                g.guard(_leaf_guard(a, b))
+        mapping[id(n)] = prev
     if mapping:
         g.substitute(mapping)
     return bool(mapping)
