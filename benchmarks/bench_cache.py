@@ -297,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, ours, dali in rows:
         print(f"{name:30} {ours:>12} {dali:>14}")
     print(
+        f"as run over the timed steps: hash {m['per_step_hash'] * 1e6:.0f} us and replay "
+        f"{m['per_step_replay'] * 1e6:.0f} us per evaluation"
+    )
+    print(
         f"peer: hand-written NumPy step {m['numpy_step'] * 1e3:.1f} ms; lazygraph / NumPy = {m['ratio_numpy']:.2f} "
         f"(median of paired steps); hit rate over the timed steps {m['hit_rate']:.0%}, "
         f"{m['distinct']} distinct graph(s)"

@@ -142,26 +142,59 @@ def _memory_root(buf: Any) -> Any:
 
 
 class Walk:
-    """One evaluation's graph: nodes by slot, their local ids and edges, the flat key."""
+    """One evaluation's graph: nodes by slot (inputs first), the operations' slots, the key."""
 
-    __slots__ = ("nodes", "ids", "edges", "interior", "roots", "key", "cacheable", "_tokens")
+    __slots__ = ("nodes", "interior", "roots", "key", "cacheable", "_parsed", "_tokens")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
-        self.ids: list[int] = []  # interned local token per slot
-        self.edges: list[Any] = []  # per slot: input slots (tuple), alias slot (int) or None
         self.interior: list[int] = []
         self.roots: tuple[int, ...] = ()
         self.key: Key = ()
         self.cacheable = True  # False when an attribute cannot be written into a key
+        self._parsed: tuple[list[int], list[Any]] | None = None
         self._tokens: tuple | None = None
+
+    def _parse(self) -> tuple[list[int], list[Any]]:
+        """Per slot, from the flat key: the local id, and the input slots or alias (or None)."""
+        if self._parsed is None:
+            ids: list[int] = []
+            edges: list[Any] = []
+            key, pos = self.key, 0
+            for _ in range(len(self.nodes)):
+                i = key[pos]
+                kind = TOKENS[i][0]
+                ids.append(i)
+                if kind == LEAF_SCALAR:
+                    edges.append(None)
+                    pos += 1
+                elif kind == LEAF_BUFFER:
+                    edges.append(key[pos + 1])
+                    pos += 2
+                else:
+                    k = key[pos + 1]
+                    edges.append(tuple(key[pos + 2 : pos + 2 + k]))
+                    pos += 2 + k
+            self._parsed = (ids, edges)
+        return self._parsed
+
+    @property
+    def ids(self) -> list[int]:
+        """Interned local token per slot."""
+        return self._parse()[0]
+
+    @property
+    def edges(self) -> list[Any]:
+        """Per slot: input slots (tuple) of an operation, alias slot of a buffer, None."""
+        return self._parse()[1]
 
     @property
     def tokens(self) -> tuple:
         """Full tokens per slot (for passes, listings and the disk's JSON key)."""
         if self._tokens is None:
+            ids, edges = self._parse()
             out = []
-            for i, e in zip(self.ids, self.edges):
+            for i, e in zip(ids, edges):
                 t = TOKENS[i]
                 out.append(t if e is None else (*t, e))
             self._tokens = tuple(out)
@@ -176,16 +209,21 @@ class Walk:
 def walk(roots: Sequence[Node]) -> Walk:
     """Number the graph behind `roots` (inputs first) and build its structural key.
 
-    This is the hot path of every evaluation, hence the inlined lookups.
+    This is the hot path of every evaluation, hence the inlined lookups. The flat key holds,
+    per slot: the local id; for a buffer its alias slot; for an operation its number of
+    inputs and their slots. Then -1 and the root slots.
     """
     w = Walk()
-    nodes, ids, edges, interior = w.nodes, w.ids, w.edges, w.interior
+    nodes, interior = w.nodes, w.interior
     flat: list[int] = []
     slot: dict[Node, int] = {}  # -1 while a node is on the stack
     memory: dict[int, int] = {}
     scalar_ids, memo_get = _SCALAR_IDS, _memo.get
     getslot = slot.__getitem__
+    append, extend = flat.append, flat.extend
     root_slots = []
+
+    leaf_memo_get = _leaf_memo.get
 
     def leaf(node: Node, buf: Any) -> None:
         s = len(nodes)
@@ -193,16 +231,16 @@ def walk(roots: Sequence[Node]) -> Walk:
         nodes.append(node)
         i = scalar_ids.get(type(buf))
         if i is not None:
-            ids.append(i)
-            edges.append(None)
-            flat.append(i)
+            append(i)
+            return
+        if type(buf) is np.ndarray:
+            i = leaf_memo_get((node.dtype, buf.shape, buf.strides))
+            base = buf.base
+            root = buf if base is None else _memory_root(base)
         else:
-            i = _leaf_id(node, buf)
-            alias = memory.setdefault(id(_memory_root(buf)), s)
-            ids.append(i)
-            edges.append(alias)
-            flat.append(i)
-            flat.append(alias)
+            i, root = None, _memory_root(buf)
+        append(_leaf_id(node, buf) if i is None else i)
+        append(memory.setdefault(id(root), s))
 
     for root in roots:
         s = slot.get(root)
@@ -229,16 +267,10 @@ def walk(roots: Sequence[Node]) -> Walk:
                         else:  # a weak Python scalar, the most common leaf: inlined
                             slot[child] = len(nodes)
                             nodes.append(child)
-                            ids.append(i)
-                            edges.append(None)
-                            flat.append(i)
+                            append(i)
                 else:
                     stack.pop()
-                    ins = tuple(map(getslot, node.inputs))
                     s = len(nodes)
-                    slot[node] = s
-                    nodes.append(node)
-                    interior.append(s)
                     i = None if node.attrs else memo_get((node.op, node.dtype, node.shape))
                     if i is None:
                         try:
@@ -246,16 +278,18 @@ def walk(roots: Sequence[Node]) -> Walk:
                         except Uncacheable:  # evaluated without the cache; the token only names it
                             i = intern((node.op.name, dtype_str(node.dtype), shape_class(node.shape), ("?",)))
                             w.cacheable = False
-                    ids.append(i)
-                    edges.append(ins)
-                    flat.append(i)
-                    flat.append(len(ins))
-                    flat.extend(ins)
+                    inputs = node.inputs
+                    append(i)
+                    append(len(inputs))
+                    extend(map(getslot, inputs))
+                    slot[node] = s
+                    nodes.append(node)
+                    interior.append(s)
             s = slot[root]
         root_slots.append(s)
     w.roots = tuple(root_slots)
-    flat.append(-1)
-    flat.extend(root_slots)
+    append(-1)
+    extend(root_slots)
     w.key = tuple(flat)
     return w
 

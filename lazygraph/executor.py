@@ -99,19 +99,28 @@ def _memoized(w: Walk) -> set[int]:
     Outside references are a later-recorded, unevaluated consumer (`loss` evaluated before
     the `w -= ...` recorded from the same `w`) or an array's cached view; without keeping
     them each later evaluation would recompute (and retain) that history. References from
-    inside the graph are its consumers' inputs.
+    inside the graph are its consumers' inputs; they are counted only when some node has
+    more references than a single consumer explains (chains never need the count).
     """
-    nodes, edges = w.nodes, w.edges
-    consumers = Counter(chain.from_iterable(edges[s] for s in w.interior))
+    nodes = w.nodes
     probe = [object()]  # the same access pattern on an object only the list holds: the baseline
     for obj in probe:
         baseline = sys.getrefcount(obj)
     keep = {s for s in w.roots if nodes[s].buffer is None}
     getrefcount = sys.getrefcount
+    candidates = []
     for s in w.interior:
         node = nodes[s]
-        if node.users > 0 or getrefcount(node) > baseline + consumers.get(s, 0):
+        if node.users > 0:
             keep.add(s)
+        elif getrefcount(node) > baseline + 1:
+            candidates.append(s)
+    if candidates:
+        consumers = Counter(map(id, chain.from_iterable([nodes[s].inputs for s in w.interior])))
+        for s in candidates:
+            node = nodes[s]
+            if getrefcount(node) > baseline + consumers.get(id(node), 0):
+                keep.add(s)
     return keep
 
 
@@ -262,7 +271,7 @@ def evaluate(roots: Sequence[Node]) -> None:
         if q >= 0:
             buf = vals[q]
             if buf is not None:
-                buf.flags.writeable = False
+                buf.setflags(write=False)  # cheaper than buf.flags.writeable = False
                 realize(nodes[p], buf)
     t3 = time.perf_counter()
     prep = t2 - t1
