@@ -75,14 +75,14 @@ def costs_of(roots: list, repeats: int) -> dict[str, float]:
     def optimize() -> Plan:
         g = Graph(w)
         optimizer.optimize(g)
-        return Plan(g.finalize(), key[0])
+        return Plan(g.finalize(), w.tokens)
 
     optimize_s = median_seconds(optimize, max(3, repeats // 2), min_time=0.0)
     entry = executor.MEMORY.get(key)
     if entry is None:  # not evaluated yet: store it the way a miss does
         from cache.store import Entry
 
-        entry = Entry(key)
+        entry = Entry(key, w.structural_key)
         g = Graph(w)
         optimizer.optimize(g)
         entry.add(g.finalize())

@@ -285,7 +285,7 @@ def evaluate(roots: Sequence[Node]) -> None:
         digest = f" {entry.digest[:8]}" if entry is not None else ""
         what = {"hit": "hit", "disk": "disk hit", "miss": "miss", "off": "uncached"}[outcome]
         detail = (
-            f"cache {what}{digest}, hash {(t1 - t0) * 1e6:.0f} us, "
+            f"cache {what}{digest}, hash {(t1 - t0 - t_settings) * 1e6:.0f} us, "
             f"{'replay' if outcome in ('hit', 'disk') else 'optimize'} {prep * 1e6:.0f} us"
         )
         debug.log_evaluation(roots, len(plan.steps), t3 - t0, detail, verbose)
