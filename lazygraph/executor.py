@@ -280,7 +280,7 @@ def evaluate(roots: Sequence[Node]) -> None:
         if outcome != "miss":
             entry.hits += 1
             entry.replay_seconds += prep
-    STATS.record(outcome, entry, t1 - t0, prep, t3 - t2, len(nodes))
+    STATS.record(outcome, entry, t1 - t0 - t_settings, prep, t3 - t2 + t_settings, len(nodes))
     if verbose >= 1:
         digest = f" {entry.digest[:8]}" if entry is not None else ""
         what = {"hit": "hit", "disk": "disk hit", "miss": "miss", "off": "uncached"}[outcome]
