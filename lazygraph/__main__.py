@@ -187,8 +187,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
         f"lazygraph cache: {s.get('evaluations', total)} evaluations, {s.get('distinct_graphs', '?')} distinct graphs, "
         f"hit rate {s.get('hit_rate', 0.0):.1%}"
     )
-    for col, label in ((3, "hash"), (4, "replay"), (5, "optimize"), (6, "run")):
-        ax2.plot(x, [max(r[col] / r[1], 1e-7) * 1e3 for r in rows], label=label, lw=1)
+    for col, label, style in (
+        (3, "hash", "-"),
+        (4, "replay (hits)", "-"),
+        (5, "optimize (misses)", "o"),
+        (6, "run", "-"),
+    ):
+        # zero (no hit or no miss at that point) is not drawn: the axis is logarithmic
+        ys = [r[col] / r[1] * 1e3 if r[col] > 0 else float("nan") for r in rows]
+        ax2.plot(x, ys, style, label=label, lw=1, ms=4)
     ax2.set_yscale("log")
     ax2.set_ylabel("ms per evaluation")
     ax2.set_xlabel("evaluation")
