@@ -109,10 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, help="width K of the approximate DP (default 64, quick 16)")
     parser.add_argument("--budget", type=float, default=1.0, help="best_order's time budget in seconds")
     parser.add_argument("--jobs", type=int, default=1, help="graphs evaluated in parallel processes")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", choices=SIZES, default=list(SIZES), help="graph sizes"
+    )
+    parser.add_argument(
+        "--small", type=int, help="50-100-node graphs for the exact optimum (default 60, quick 3)"
+    )
     args = parser.parse_args(argv)
     graphs = args.graphs or (2 if args.quick else 300)
     width = args.width or (16 if args.quick else 64)
     small, limit = (3, 4.0) if args.quick else (60, 20.0)
+    if args.small is not None:
+        small = args.small
+    sizes = tuple(args.sizes)
     print(
         f"lazygraph scheduling benchmark, Python {platform.python_version()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs; {graphs} graphs per size, approximate DP width K = {width}, "
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     rows: dict[int, list[dict]] = {}
     with ProcessPoolExecutor(args.jobs) as pool:
-        for n in SIZES:
+        for n in sizes:
             futures = [pool.submit(run_graph, n, 1000 * n + i, width, args.budget) for i in range(graphs)]
             rows[n] = [f.result() for f in futures]
             print(
@@ -135,51 +144,52 @@ def main(argv: list[str] | None = None) -> int:
 
     names = [*HEURISTICS, "approx_dp", "best_order"]
     print(f"\n(a) % gap in peak memory to the approximate DP (K = {width}), mean ± 95% CI; ms per graph")
-    header = f"{'scheduler':<24}" + "".join(f"{f'{n} nodes':>18}{'ms':>9}" for n in SIZES)
+    header = f"{'scheduler':<24}" + "".join(f"{f'{n} nodes':>18}{'ms':>9}" for n in sizes)
     print(header)
     print("-" * len(header))
     gaps: dict[str, dict[int, float]] = {}
     for name in [*names, "lower_bound"]:
         line = f"{name:<24}"
-        for n in SIZES:
+        for n in sizes:
             gap = [100.0 * (r[name][0] / r["approx_dp"][0] - 1.0) for r in rows[n]]
             mean, half = _mean_ci(gap)
             ms = statistics.fmean(r[name][1] for r in rows[n]) * 1e3
             gaps.setdefault(name, {})[n] = mean
             line += f"{mean:>11.2f} ±{half:>5.2f}" + (f"{ms:>9.1f}" if name != "lower_bound" else f"{'':>9}")
         print(line)
-    wins = {n: sum(r["best_order"][0] <= r["approx_dp"][0] for r in rows[n]) for n in SIZES}
+    wins = {n: sum(r["best_order"][0] <= r["approx_dp"][0] for r in rows[n]) for n in sizes}
     print(
         "best_order ties or beats the approximate DP on "
-        + ", ".join(f"{wins[n]}/{graphs} ({n})" for n in SIZES)
+        + ", ".join(f"{wins[n]}/{graphs} ({n})" for n in sizes)
     )
 
     print("\npaper anchors (% gap to the paper's approximate DP) beside ours")
-    print(f"{'':<28}" + "".join(f"{n:>10}" for n in SIZES))
+    print(f"{'':<28}" + "".join(f"{n:>10}" for n in sizes))
     for label, values in ANCHORS.items():
-        print(f"{'paper: ' + label:<28}" + "".join(f"{v:>10.2f}" for v in values))
+        print(f"{'paper: ' + label:<28}" + "".join(f"{values[SIZES.index(n)]:>10.2f}" for n in sizes))
     for label, name in (
         ("depth_first", "depth_first"),
         ("breadth_first", "breadth_first"),
         ("best_order", "best_order"),
     ):
-        print(f"{'lazygraph: ' + label:<28}" + "".join(f"{gaps[name][n]:>10.2f}" for n in SIZES))
+        print(f"{'lazygraph: ' + label:<28}" + "".join(f"{gaps[name][n]:>10.2f}" for n in sizes))
 
     found = [r for r in small_rows if r["optimum"][0] >= 0]
-    print(
-        f"\n(b) exact optimum on 50-100-node graphs: found for {len(found)}/{len(small_rows)} (limit {limit:g} s)"
-    )
     opt_gap = {}
-    if found:
-        print(f"{'scheduler':<24}{'% above optimum':>18}{'optimal on':>14}")
-        for name in names:
-            gap = [100.0 * (r[name][0] / r["optimum"][0] - 1.0) for r in found]
-            hits = sum(r[name][0] == r["optimum"][0] for r in found)
-            opt_gap[name] = statistics.fmean(gap)
-            print(f"{name:<24}{opt_gap[name]:>18.2f}{f'{hits}/{len(found)}':>14}")
-        print(f"exact search: {statistics.fmean(r['optimum'][1] for r in found):.2f} s per solved graph")
+    if small_rows:
+        print(
+            f"\n(b) exact optimum on 50-100-node graphs: found for {len(found)}/{len(small_rows)} (limit {limit:g} s)"
+        )
+        if found:
+            print(f"{'scheduler':<24}{'% above optimum':>18}{'optimal on':>14}")
+            for name in names:
+                gap = [100.0 * (r[name][0] / r["optimum"][0] - 1.0) for r in found]
+                hits = sum(r[name][0] == r["optimum"][0] for r in found)
+                opt_gap[name] = statistics.fmean(gap)
+                print(f"{name:<24}{opt_gap[name]:>18.2f}{f'{hits}/{len(found)}':>14}")
+            print(f"exact search: {statistics.fmean(r['optimum'][1] for r in found):.2f} s per solved graph")
 
-    all_rows = [r for n in SIZES for r in rows[n]]
+    all_rows = [r for n in sizes for r in rows[n]]
     per_value = sum(r["buffers"][0] for r in all_rows) / sum(r["buffers"][1] for r in all_rows)
     same_peak = sum(r["pool_peak"][0] == r["pool_peak"][1] for r in all_rows)
     print(
@@ -187,21 +197,21 @@ def main(argv: list[str] | None = None) -> int:
         f"pool peak == order peak on {same_peak}/{len(all_rows)} graphs"
     )
     print(f"\ntotal {time.perf_counter() - t_start:.1f} s\n")
-    for n in SIZES:
+    for n in sizes:
         print(f"result: best_order_gap_pct_{n} = {gaps['best_order'][n]:.2f}")
-    for n in SIZES:
+    for n in sizes:
         ms = statistics.fmean(r["best_order"][1] for r in rows[n]) * 1e3
         print(f"result: best_order_ms_per_graph_{n} = {ms:.0f}")
-    for n in SIZES:
+    for n in sizes:
         ms = statistics.fmean(r["approx_dp"][1] for r in rows[n]) * 1e3
         print(f"result: approx_dp_ms_per_graph_{n} = {ms:.0f}")
-    for i, n in enumerate(SIZES):
-        print(
-            f"result: margin_vs_topoformer_beam_{n} = {gaps['best_order'][n] - ANCHORS['Topoformer beam'][i]:.2f}"
-        )
+    for n in sizes:
+        margin = gaps["best_order"][n] - ANCHORS["Topoformer beam"][SIZES.index(n)]
+        print(f"result: margin_vs_topoformer_beam_{n} = {margin:.2f}")
     if found:
         print(f"result: best_order_gap_to_optimum_pct = {opt_gap['best_order']:.2f}")
-    print(f"result: exact_optimum_found = {len(found)}/{len(small_rows)}")
+    if small_rows:
+        print(f"result: exact_optimum_found = {len(found)}/{len(small_rows)}")
     print(f"result: buffers_per_value = {per_value:.3f}")
     return 0
 

@@ -70,8 +70,12 @@ def _beam(
     weight: float,
     cutoff: int | None,
     deadline: float | None,
+    give_up: bool = False,
 ) -> tuple[list[int], int] | None:
-    """Schedule `steps` more nodes from the state (indeg0, rem0, live0); (order, peak) or None."""
+    """Schedule `steps` more nodes from the state (indeg0, rem0, live0); (order, peak) or None.
+
+    Past `deadline` the beam narrows to one set, or returns None at once if `give_up`.
+    """
     indeg = indeg0[None, :].copy()  # inputs not yet run, or -1 once the node has run
     rem = rem0[None, :].copy()  # members and readers of each buffer not yet run
     live = np.full(1, live0, dtype=np.int64)
@@ -84,6 +88,8 @@ def _beam(
     k = width
     for _ in range(steps):
         if deadline is not None and k != 1 and time.perf_counter() > deadline:
+            if give_up:
+                return None
             k = 1
         ki, ci = np.nonzero(indeg[:, cols] == 0)
         vi = cols[ci]
@@ -167,7 +173,7 @@ def reoptimize_window(
     """Another order for steps lo..hi-1 of `order` whose steps all stay within `cutoff`, or None.
 
     `live_before` is the live bytes after step lo-1. Returns (the window's new order, its peak).
-    Past `deadline` the beam narrows to one set (see `beam_order`).
+    Past `deadline` it gives up (None).
     """
     t = tables
     window = np.asarray(order[lo:hi], dtype=np.int64)
@@ -180,4 +186,4 @@ def reoptimize_window(
     indeg[done] = -1
     _, s = _gather(t.touch_ptr, t.touch, done)
     rem = t.rem0 - np.bincount(s, minlength=t.n).astype(np.int32)
-    return _beam(t, indeg, rem, live_before, hi - lo, width, weight, cutoff, deadline)
+    return _beam(t, indeg, rem, live_before, hi - lo, width, weight, cutoff, deadline, give_up=True)

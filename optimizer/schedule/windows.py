@@ -37,6 +37,8 @@ def improve(
         for length, width in WINDOWS:
             for at in [i for i, s in enumerate(steps) if s == peak]:
                 for lo in sorted({max(0, min(at - length // 2, n - length)), max(0, at - length + 1), at}):
+                    if time.perf_counter() > deadline:
+                        return order, max(steps)
                     hi = min(n, lo + length)
                     live = after[lo - 1] if lo else 0
                     found = reoptimize_window(t, order, lo, hi, live, peak - 1, width, deadline=deadline)
@@ -45,8 +47,6 @@ def improve(
                         steps, after = live_profile(dag, order)
                         improved = True
                         break
-                    if time.perf_counter() > deadline:
-                        return order, max(steps)
                 if improved:
                     break
             if improved:
