@@ -58,7 +58,7 @@ def compile_expr(e: Any) -> Callable[[Nodes], Any]:
         return lambda nodes: nodes[p].buffer
     if tag == "window" and len(e) == 2:
         p = _slot(e[1])
-        return lambda nodes: _window(nodes[p].buffer)
+        return lambda nodes: buffer_window(nodes[p].buffer)
     if tag == "dtype" and len(e) == 2:
         dt = np.dtype(str(e[1]))
         return lambda nodes: dt
@@ -71,7 +71,7 @@ def compile_expr(e: Any) -> Callable[[Nodes], Any]:
     raise RecipeError(f"unknown expression {e!r}")
 
 
-def _window(buf: Any) -> tuple:
+def buffer_window(buf: Any) -> tuple:
     """Two leaves with the same window hold the same elements (the same memory)."""
     return (buf.__array_interface__["data"][0], buf.strides, buf.shape)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from cache.graph import Graph, QNode
 from cache.key import Uncacheable, canon
-from cache.recipe import _window
+from cache.recipe import buffer_window
 from optimizer.registry import register_pass
 
 
@@ -75,7 +75,7 @@ def _leaf_class(g: Graph, n: QNode) -> tuple | None:
     tok = g.tokens[n.src]
     if tok[3] != "cpu":
         return None
-    return ("<B>", tok, _window(g.value(n)))
+    return ("<B>", tok, buffer_window(g.value(n)))
 
 
 def _leaf_guard(a: QNode, b: QNode) -> tuple:
