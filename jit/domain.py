@@ -129,6 +129,7 @@ class Domain:
         self.subcost: dict[int, float] = {}  # price of recomputing a value per element
         self.reduce: list[int] = []  # axes all reductions reduce (raw ids)
         self.has_reduction = False
+        self.merged = False  # an add() unified two axes (members must be rechecked)
         self._next = 0
 
     # -- union-find -------------------------------------------------------------------
@@ -152,6 +153,7 @@ class Domain:
             if self.size[ra] != self.size[rb]:
                 raise NotFusable("axes of different sizes would have to be one loop")
             self.parent[rb] = ra
+            self.merged = True
         return ra
 
     def roots(self, node: Node) -> tuple[int, ...]:
@@ -173,6 +175,7 @@ class Domain:
         d.subcost = dict(self.subcost)
         d.reduce = list(self.reduce)
         d.has_reduction = self.has_reduction
+        d.merged = self.merged
         d._next = self._next
         return d
 
@@ -246,7 +249,10 @@ class Domain:
 
     def _check(self, node: Node) -> None:
         r = self.reduce_roots()
-        for _nid, n in self.members.items():
+        # Only a union of two axes can make an earlier member read a diagonal.
+        others = list(self.members.values()) if self.merged else [node]
+        self.merged = False
+        for n in others:
             roots = [a for a in self.roots(n) if a >= 0]
             if len(set(roots)) != len(roots):
                 raise NotFusable(f"{n.op.name}: one loop would index two dimensions (a diagonal)")

@@ -23,13 +23,13 @@ MAX_MEMBERS = 256
 
 
 class _Group:
-    __slots__ = ("gid", "members", "domain", "deps")
+    __slots__ = ("gid", "members", "domain", "first")
 
-    def __init__(self, gid: int, domain: Domain, first: Node) -> None:
+    def __init__(self, gid: int, domain: Domain, first: Node, pos: int) -> None:
         self.gid = gid
         self.members: list[Node] = [first]
         self.domain = domain
-        self.deps: set[int] = set()  # groups that this group's outside inputs depend on
+        self.first = pos  # position of the earliest member: nothing before it depends on the group
 
 
 class _Fuser:
@@ -38,7 +38,6 @@ class _Fuser:
         self.group_of: dict[int, _Group] = {}
         self.parent: dict[int, int] = {}
         self.groups: dict[int, _Group] = {}
-        self.dep: dict[int, set[int]] = {}
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
@@ -50,20 +49,27 @@ class _Fuser:
         g = self.group_of.get(id(c))
         return None if g is None else self.find(g.gid)
 
-    def deps_of(self, c: Node) -> set[int]:
-        """Groups `c`'s value depends on (its own included)."""
-        s = {self.find(g) for g in self.dep.get(id(c), ())}
-        g = self.gid(c)
-        if g is not None:
-            s.add(g)
-        return s
+    def depends_on(self, c: Node, gids: set[int], first: int) -> bool:
+        """Whether `c`'s value is computed from a member of the groups `gids`.
+
+        Depth-first through inputs, never below position `first` (the groups' earliest
+        member): in a topological order nothing earlier can depend on them.
+        """
+        stack = [c]
+        seen: set[int] = set()
+        while stack:
+            x = stack.pop()
+            p = self.pos.get(id(x))
+            if p is None or p < first or id(x) in seen:
+                continue
+            seen.add(id(x))
+            if self.gid(x) in gids:
+                return True
+            stack.extend(x.inputs)
+        return False
 
     def run(self, order: Sequence[Node]) -> None:
         for n in order:
-            d_n: set[int] = set()
-            for c in n.inputs:
-                d_n |= self.deps_of(c)
-            self.dep[id(n)] = d_n
             try:
                 check_node(n)
             except NotFusable:
@@ -82,11 +88,8 @@ class _Fuser:
                     continue
                 gid = len(self.parent)
                 self.parent[gid] = gid
-                joined = _Group(gid, dom, n)
+                joined = _Group(gid, dom, n, self.pos[id(n)])
                 self.groups[gid] = joined
-            for c in n.inputs:
-                if self.gid(c) != joined.gid:
-                    joined.deps |= self.deps_of(c)
             self.group_of[id(n)] = joined
 
     def join(self, n: Node, cands: list[_Group]) -> _Group | None:
@@ -98,7 +101,8 @@ class _Fuser:
         for g in sorted(cands, key=lambda g: -len(g.members)):
             if len(g.members) >= MAX_MEMBERS:
                 continue
-            if any(g.gid in self.deps_of(c) for c in n.inputs if self.gid(c) != g.gid):
+            outside = [c for c in n.inputs if self.gid(c) != g.gid]
+            if any(self.depends_on(c, {g.gid}, g.first) for c in outside):
                 continue  # n reads a value computed from g outside g: joining makes a cycle
             d = g.domain.copy()
             try:
@@ -112,13 +116,15 @@ class _Fuser:
 
     def merge(self, n: Node, cands: list[_Group]) -> _Group | None:
         ids = {g.gid for g in cands}
-        if any(ids & {self.find(x) for x in g.deps} for g in cands):
-            return None
-        if any(self.deps_of(c) & ids for c in n.inputs if self.gid(c) not in ids):
-            return None
         members = sorted((m for g in cands for m in g.members), key=lambda m: self.pos[id(m)])
         if len(members) >= MAX_MEMBERS:
             return None
+        first = min(g.first for g in cands)
+        # No path between the groups, or from them to n, through nodes outside them.
+        for m in members + [n]:
+            for c in m.inputs:
+                if self.gid(c) not in ids and self.depends_on(c, ids, first):
+                    return None
         dom = Domain()
         try:
             for m in members + [n]:
@@ -128,11 +134,10 @@ class _Fuser:
         keep = cands[0]
         for g in cands[1:]:
             self.parent[g.gid] = keep.gid
-            keep.deps |= g.deps
             del self.groups[g.gid]
         keep.members = members + [n]
         keep.domain = dom
-        keep.deps = {self.find(x) for x in keep.deps} - {keep.gid}
+        keep.first = first
         return keep
 
 

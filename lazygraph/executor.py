@@ -136,7 +136,9 @@ def _disk_store() -> diskmod.DiskStore:
 
             here = Path(__file__).resolve().parent.parent
             parts = [lazygraph.__version__, np.__version__, optimizer.fingerprint()]
-            _version = diskmod.version_tag(parts, [here / "ops", here / "cache", here / "optimizer"])
+            _version = diskmod.version_tag(
+                parts, [here / "ops", here / "cache", here / "optimizer", here / "jit"]
+            )
         try:
             limit = int(float(os.environ.get("LAZYGRAPH_CACHE_LIMIT_MB", "256")) * 2**20)
         except ValueError:

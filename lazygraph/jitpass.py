@@ -1,12 +1,13 @@
 """Fused JIT kernels in the evaluation path: the fusion pass and the region constructor.
 
-The pass (`jit_fusion`, after CSE; `install()` registers it) mirrors Q as ops nodes, lets jit/fusion.py group them into
-regions, and replaces each region by New nodes built by the `jit_region` constructor: the
-first output's step runs the region's kernel, and each further output is a step that reads
-its value from the first (so a multi-output region, like the Adam update, runs once). The
-recipe holds the region's structure as JSON (operators, attributes, dtypes, which dimensions
-are 1), never sizes, so a cache hit rebuilds the same kernel object (jit.compile_region
-memoizes by structure) and launches compiled code without searching or compiling again.
+The pass (`jit_fusion`, after CSE; registered on import) mirrors Q as ops nodes, lets
+jit/fusion.py group them into regions, and replaces each region by New nodes built by the
+`jit_region` constructor: the first output's step runs the region's kernel, and each further
+output is a step that reads its value from the first (so a multi-output region, like the Adam
+update, runs once). The entry's artifacts hold each region's structure as JSON (operators,
+attributes, dtypes, which dimensions are 1; never sizes), and recipes name it by digest, so a
+cache hit rebuilds the same kernel object (jit.compile_region memoizes by structure) and
+launches compiled code without searching or compiling again.
 
 Whether a region runs compiled is decided per launch, from sizes: arrays smaller than
 LAZYGRAPH_JIT_MIN_SIZE elements (default 65536) run op by op on NumPy, which is faster there
@@ -16,6 +17,7 @@ off, and makes existing region steps run on NumPy.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import weakref
@@ -152,13 +154,19 @@ def _jit_condition(g: Graph) -> bool:
 def jit_fusion(g: Graph) -> bool:
     """Replace fusable regions of Q by JIT region steps."""
     order, to_q, to_n = _mirror(g)
+    # Region outputs: the roots, what other steps read, and members whose values are
+    # memoized (a live array holds them, or autograd keeps them): those stay in Q as extra
+    # outputs, so the evaluation realizes them as it would without fusion.
     needed = [to_n[id(o)] for o in g.outputs]
+    held: set[int] = set()
     for p, q in enumerate(g.pmap):
         pn = g.pnodes[p]
         if q is not None and not q.leaf and (pn.users > 0 or pn.requires_grad):
-            needed.append(to_n[id(q)])  # values a live array holds are memoized: keep them
+            needed.append(to_n[id(q)])
+            held.add(id(q))
     changed = False
     mapping: dict[int, QNode] = {}
+    extra: list[QNode] = []
     for rid, region in enumerate(fusion.find_regions(order, needed)):
         if not _worth_it(region):
             continue
@@ -167,19 +175,27 @@ def jit_fusion(g: Graph) -> bool:
         except NotFusable:
             continue
         ins = [to_q[id(c)] for c in region.inputs]
+        # The structure is stored once per region in the entry's artifacts; steps name it.
+        text = json.dumps(desc, sort_keys=True)
+        sig = hashlib.sha256(text.encode()).hexdigest()[:24]
+        g.artifacts.setdefault("jit_regions", {})[sig] = desc
         leader: QNode | None = None
         for j, out in enumerate(region.outputs):
             oq = to_q[id(out)]
-            data = {"region": desc, "out": j, "rid": rid}
+            data = {"region": sig, "out": j, "rid": rid}
             if leader is None:
                 new = g.new(None, ins, {}, g.shape_expr(oq), oq.dtype, ctor="jit_region", data=data)
                 leader = new
             else:
                 new = g.new(None, [leader], {}, g.shape_expr(oq), oq.dtype, ctor="jit_region", data=data)
             mapping[id(oq)] = new
+            if id(oq) in held:
+                extra.append(new)
         changed = True
     if changed:
         g.substitute(mapping)
+        present = {id(q) for q in g.outputs}
+        g.outputs.extend(q for q in extra if id(q) not in present)
         g.remove_unreachable()
     return changed
 
@@ -191,20 +207,24 @@ _kernels: dict[str, kernel.FusedKernel] = {}
 _siblings: dict[int, list] = {}
 
 
-def _kernel_for(desc: dict) -> kernel.FusedKernel:
-    text = json.dumps(desc, sort_keys=True)
-    k = _kernels.get(text)
+def _kernel_for(sig: str, artifacts: dict) -> kernel.FusedKernel:
+    k = _kernels.get(sig)
     if k is None:
+        desc = artifacts.get("jit_regions", {}).get(sig)
+        if not isinstance(desc, dict):
+            raise RecipeError(f"JIT region {sig} is missing from the entry's artifacts")
+        if hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:24] != sig:
+            raise RecipeError(f"JIT region {sig} does not match its description")
         k = kernel.compile_region(rebuild(desc))
-        _kernels[text] = k
+        _kernels[sig] = k
     return k
 
 
 def _build_region(recipe: Recipe, artifacts: dict) -> Any:
     data = recipe.data
-    if not isinstance(data, dict) or not isinstance(data.get("region"), dict):
+    if not isinstance(data, dict) or not isinstance(data.get("region"), str):
         raise RecipeError("JIT region recipe without a region")
-    k = _kernel_for(data["region"])
+    k = _kernel_for(data["region"], artifacts)
     j = int(data.get("out", 0))
     n_out = len(k.out_slots)
     if not 0 <= j < n_out:
@@ -226,9 +246,10 @@ def _build_region(recipe: Recipe, artifacts: dict) -> Any:
         small = max((np.size(a) for a in args), default=0) < min_size()
         outs = k.fallback(args) if small or not kernel.enabled() else k(*args)
         if n_out > 1:
-            if len(_siblings) > 256:  # entries of runs that failed midway
-                _siblings.clear()
-            _siblings[id(outs[0])] = [weakref.ref(outs[0]), outs, n_out - 1]
+            first = outs[0]
+            _siblings[id(first)] = [weakref.ref(first), outs, n_out - 1]
+            # a run that fails before every further output is read leaves nothing behind
+            weakref.finalize(first, _siblings.pop, id(first), None)
         return outs[0]
 
     return run
@@ -249,3 +270,11 @@ def install() -> None:
 def uninstall() -> None:
     """Remove the fusion pass (plans already cached keep their region steps)."""
     unregister_pass("jit_fusion")
+
+
+def installed() -> bool:
+    """Whether the fusion pass is registered."""
+    return "jit_fusion" in PASSES
+
+
+install()  # on by default: LAZYGRAPH_JIT=0 turns it off per evaluation

@@ -19,9 +19,11 @@ def jit_pass(monkeypatch):  # noqa: ANN001, ANN201
     monkeypatch.setenv("LAZYGRAPH_JIT_MIN_SIZE", "0")
     monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
     lg.cache.clear()
+    was = jitpass.installed()
     jitpass.install()
     yield
-    jitpass.uninstall()
+    if not was:
+        jitpass.uninstall()
     lg.cache.clear()
 
 
