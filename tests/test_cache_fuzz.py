@@ -5,7 +5,8 @@ n and m), so the same program can run on a second input with other sizes (and th
 structural key). Each example runs the program eagerly on NumPy and then, on lazygraph:
 cold (empty cache), warm (memory hit), after a disk round trip, on the second input, with
 the optimizer off and with the cache off. lazygraph's results must match NumPy's within a
-small tolerance and be bit-identical across all those lazygraph runs.
+small tolerance and be bit-identical across all those lazygraph runs. The default run uses
+the cache's own passes (LAZYGRAPH_JIT=0); the long run (-m slow) keeps every registered pass.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ SIZES = st.tuples(st.tuples(DIM, DIM), st.tuples(DIM, DIM))
 def private_cache(monkeypatch):
     with tempfile.TemporaryDirectory() as d:
         monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", d)
-        for var in ("LAZYGRAPH_CACHE", "LAZYGRAPH_OPTIMIZE", "LAZYGRAPH_DEBUG"):
+        for var in ("LAZYGRAPH_CACHE", "LAZYGRAPH_OPTIMIZE", "LAZYGRAPH_DEBUG", "LAZYGRAPH_JIT"):
             monkeypatch.delenv(var, raising=False)
         yield
     lg.cache.clear(disk=False)
@@ -204,6 +205,8 @@ def private_cache(monkeypatch):
 
 @given(prog=programs(), sizes=SIZES, seed=st.integers(0, 1000))
 def test_random_programs_cold_warm_disk_second_input(prog, sizes, seed):
+    # the cache's own passes; the long run below keeps every registered pass (the JIT's too)
+    os.environ["LAZYGRAPH_JIT"] = "0"
     code, evaluate_mid = prog
     note(f"code={code} mid={evaluate_mid}")
     check_program(code, evaluate_mid, sizes, seed)
@@ -221,6 +224,7 @@ def test_random_programs_long_run(prog, sizes, seed):
 def test_random_programs_with_forced_hash_collisions(monkeypatch):
     from cache import key as keymod
 
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
     monkeypatch.setattr(keymod, "key_hash", lambda key: 0)
     monkeypatch.setattr("cache.disk.digest_of", lambda text: "c" * 32)
     rng = np.random.default_rng(5)
