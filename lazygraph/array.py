@@ -46,6 +46,12 @@ class Storage:
         if self.requires_grad:
             mark_leaf(self, node)
 
+    def __del__(self) -> None:
+        try:
+            self.node.users -= 1
+        except AttributeError:  # interpreter shutdown
+            pass
+
 
 #: grad-leaf node -> the storage whose value it is, so backward() can fill `.grad`
 LEAF_OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -56,12 +62,6 @@ def mark_leaf(storage: Storage, node: Node) -> None:
     node.requires_grad = True
     node.grad_leaf = True
     LEAF_OWNERS[node] = weakref.ref(storage)
-
-    def __del__(self) -> None:
-        try:
-            self.node.users -= 1
-        except AttributeError:  # interpreter shutdown
-            pass
 
 
 def constant(value: Any, dtype: Any = None) -> Node:
