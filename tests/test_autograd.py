@@ -189,3 +189,11 @@ def test_gradient_matches_numpy_for_a_small_network() -> None:
     dz = (p - np.eye(3)[labels]) / 6
     np.testing.assert_allclose(g2.numpy(), h.T @ dz, rtol=1e-10)
     np.testing.assert_allclose(g1.numpy(), X.T @ ((dz @ W2.T) * (h > 0)), rtol=1e-10)
+
+
+def test_dropping_an_array_releases_its_node() -> None:
+    y = lg.asarray(np.ones(3), requires_grad=True) * 2
+    node = y.node
+    assert node.users == 1
+    del y
+    assert node.users == 0  # so the executor frees it instead of memoizing it
