@@ -7,6 +7,9 @@ Two models, batch 256 of real MNIST digits (the bundled sample):
   cnn: the Dali CNN (conv 5x5 1->64 + ReLU, maxpool 2, conv 5x5 64->64 + ReLU, maxpool 2,
        FC 3136->1024 + ReLU, FC 1024->10, softmax cross-entropy), SGD with momentum 0.9;
   mlp: 784-1024-1024-10 with ReLU, Adam.
+`reference` is lazygraph with no passes and no JIT (LAZYGRAPH_OPTIMIZE=0, LAZYGRAPH_JIT=0): the
+reference executor's NumPy kernels, so `vs ref` is what the optimized path gains. conv2d
+forward + backward alone is timed at the CNN's two layer sizes too.
 A step is forward, backward and update as a user writes it: for lazygraph, recording the
 model and loss, `loss.backward()`, `opt.step()` (the evaluation point) and reading the loss.
 All implementations start from the same weights; the first steps' losses must agree (a
@@ -88,6 +91,79 @@ def lazygraph_step(name: str) -> tuple[Step, dict[str, np.ndarray]]:
     return step, {k: np.array(v) for k, v in model.state_dict().items()}
 
 
+def unoptimized(step: Step) -> Step:
+    """The step on lazygraph's reference path: no passes, no JIT (Q = P, NumPy kernels)."""
+
+    def run(x: np.ndarray, y: np.ndarray) -> float:
+        saved = {k: os.environ.get(k) for k in ("LAZYGRAPH_OPTIMIZE", "LAZYGRAPH_JIT")}
+        os.environ["LAZYGRAPH_OPTIMIZE"] = os.environ["LAZYGRAPH_JIT"] = "0"
+        try:
+            return step(x, y)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    return run
+
+
+def conv_impls(
+    xn: np.ndarray, wn: np.ndarray, bn: np.ndarray, gn: np.ndarray
+) -> dict[str, Callable[[], Any]]:
+    """conv2d forward + backward (output cotangent gn) in each implementation."""
+    from numpy_models import _conv_backward, _conv_same
+
+    def lg_conv() -> None:
+        x, w, b = lg.asarray(xn), lg.asarray(wn), lg.asarray(bn)
+        for t in (x, w, b):
+            t.requires_grad = True
+        y = lg.conv2d(x, w, b, padding=2)
+        (y * lg.asarray(gn)).sum().backward()
+        lg.eval(x.grad, w.grad, b.grad)
+
+    def np_conv() -> None:
+        _, cols = _conv_same(xn, wn, bn, 2)
+        _conv_backward(gn, cols, wn, 2, True)
+
+    ref = unoptimized(lambda x, y: (lg_conv(), 0.0)[1])
+    impls: dict[str, Callable[[], Any]] = {
+        "lazygraph": lg_conv,
+        "reference": lambda: ref(xn, xn),
+        "numpy": np_conv,
+    }
+    if torch is not None:
+        xt, wt, bt, gt = (torch.from_numpy(a) for a in (xn, wn, bn, gn))
+
+        def torch_conv() -> None:
+            x, w, b = (t.clone().requires_grad_() for t in (xt, wt, bt))
+            (torch.nn.functional.conv2d(x, w, b, padding=2) * gt).sum().backward()
+
+        impls["torch"] = torch_conv
+    return impls
+
+
+def conv_bench(rounds: int) -> dict[str, dict[str, float]]:
+    """conv2d forward + backward alone at the CNN's two layer sizes: median seconds per impl."""
+    rng = np.random.default_rng(0)
+    out: dict[str, dict[str, float]] = {}
+    for label, (c, hw) in {"conv1": (1, 28), "conv2": (64, 14)}.items():
+        xn = rng.standard_normal((BATCH, c, hw, hw)).astype(np.float32)
+        wn = (rng.standard_normal((64, c, 5, 5)) * 0.05).astype(np.float32)
+        gn = rng.standard_normal((BATCH, 64, hw, hw)).astype(np.float32)
+        impls = conv_impls(xn, wn, np.zeros(64, np.float32), gn)
+        times: dict[str, list[float]] = {k: [] for k in impls}
+        for i in range(rounds + 1):
+            for k, fn in impls.items():
+                t0 = time.perf_counter()
+                fn()
+                if i:  # the first round warms up (optimization, caches)
+                    times[k].append(time.perf_counter() - t0)
+        out[label] = {k: statistics.median(v) for k, v in times.items()}
+    return out
+
+
 def numpy_step(name: str, weights: dict[str, np.ndarray]) -> Step:
     """The same step written by hand in NumPy."""
     impl = NumpyCNN(weights, CNN_LR, CNN_MOMENTUM) if name == "cnn" else NumpyMLP(weights, MLP_LR)
@@ -130,7 +206,9 @@ def bench(name: str, warmup: int, rounds: int) -> dict[str, Any]:
     """Check the first steps agree, then time `rounds` round-robin steps of each implementation."""
     lg.manual_seed(0)
     lg_step, weights = lazygraph_step(name)
-    steps = {"lazygraph": lg_step, "numpy": numpy_step(name, weights)}
+    lg.manual_seed(0)
+    ref_step, _ = lazygraph_step(name)  # the same weights (same seed), run with no passes at all
+    steps = {"lazygraph": lg_step, "reference": unoptimized(ref_step), "numpy": numpy_step(name, weights)}
     if torch is not None:
         steps["torch"] = torch_step(name, weights)
     data = batches(name, warmup + rounds)
@@ -158,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer timed steps")
     args = ap.parse_args(argv)
-    plan = {"cnn": (2, 2), "mlp": (2, 8)} if args.quick else {"cnn": (2, 6), "mlp": (2, 30)}
+    plan = {"cnn": (1, 1), "mlp": (1, 6)} if args.quick else {"cnn": (2, 6), "mlp": (2, 30)}
     print(f"bench_train: batch {BATCH}; python {platform.python_version()}, numpy {np.__version__}, ", end="")
     print(f"torch {torch.__version__ if torch else 'not installed'}; {os.cpu_count()} CPUs")
     t_start = time.perf_counter()
@@ -167,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = res = bench(name, warmup, rounds)
         shown = ", ".join(f"{k} {v[0]:.4f}" for k, v in res["losses"].items())
         print(f"check: {name} first-step losses agree ({shown})")
-    header = f"{'model':<6} {'steps':>5} {'lazygraph s':>12} {'numpy s':>10} {'torch s':>10} {'vs numpy':>9} {'vs torch':>9}"
+    header = (
+        f"{'model':<6} {'steps':>5} {'lazygraph s':>12} {'reference s':>12} {'numpy s':>10} {'torch s':>10} "
+        f"{'vs ref':>7} {'vs numpy':>9} {'vs torch':>9}"
+    )
     print("\n" + header)
     print("-" * len(header))
     for name, res in results.items():
@@ -176,8 +257,14 @@ def main(argv: list[str] | None = None) -> int:
         tr = f"{ratio['torch']:>9.2f}" if "torch" in ratio else f"{'-':>9}"
         rounds = plan[name][1]
         print(
-            f"{name:<6} {rounds:>5} {med['lazygraph']:>12.4f} {med['numpy']:>10.4f} {tt} {ratio['numpy']:>9.2f} {tr}"
+            f"{name:<6} {rounds:>5} {med['lazygraph']:>12.4f} {med['reference']:>12.4f} {med['numpy']:>10.4f} "
+            f"{tt} {ratio['reference']:>7.2f} {ratio['numpy']:>9.2f} {tr}"
         )
+    conv = conv_bench(1 if args.quick else 3)
+    print("\nconv2d forward + backward alone (5x5, padding 2, 64 filters, batch 256), median s:")
+    for label, med in conv.items():
+        row = ", ".join(f"{k} {v:.4f}" for k, v in med.items())
+        print(f"  {label}: {row}")
     print("(ratios: lazygraph time / peer time, median of per-round ratios; below 1 is faster)")
     anchors = ", ".join(f"{k} {v} s" for k, v in ANCHOR_TORCH_S.items())
     print(f"reference: PyTorch CPU eager on a 2-core machine ({anchors}; anchors.md)")
@@ -187,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"result: {name}_step_ratio_vs_numpy = {res['ratio']['numpy']:.2f}")
         if "torch" in res["ratio"]:
             print(f"result: {name}_step_ratio_vs_torch = {res['ratio']['torch']:.2f}")
+        print(f"result: {name}_step_ratio_vs_reference = {res['ratio']['reference']:.2f}")
+    for label, med in conv.items():
+        print(f"result: {label}_fwd_bwd_seconds = {med['lazygraph']:.4f}")
+        if "torch" in med:
+            print(f"result: {label}_fwd_bwd_ratio_vs_torch = {med['lazygraph'] / med['torch']:.2f}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """`lg.cache`: is graph optimization amortized? Statistics, entries, clearing.
 
 lg.cache.stats()    # hits, misses, hit_rate, distinct_graphs, optimize/replay/hash seconds, ...
+lg.cache.passes()   # which passes and rewrite rules fired, how often, their time (last and total)
 lg.cache.clear()    # forget cached transformations (in this process and on disk)
 """
 
@@ -25,6 +26,14 @@ def stats(per_entry: bool = True) -> dict[str, Any]:
 def reset_stats() -> None:
     """Zero the counters (cached entries stay)."""
     executor.STATS.reset()
+    reset_passes()
+
+
+def reset_passes() -> None:
+    """Zero the pass report's counters."""
+    from optimizer.rewrite.report import REPORT
+
+    REPORT.reset()
 
 
 def clear(disk: bool = True) -> int:
@@ -34,6 +43,7 @@ def clear(disk: bool = True) -> int:
     """
     executor.MEMORY.clear()
     executor.STATS.reset()
+    reset_passes()
     if not disk:
         return 0
     return executor._disk_store().clear()
@@ -55,3 +65,10 @@ def history() -> list[list]:
     Columns: seconds since start, evaluations, hits, hash s, replay s, optimize s, run s, nodes.
     """
     return executor.STATS.history_rows()
+
+
+def passes() -> dict[str, Any]:
+    """The pass report: per pass runs/fired/seconds, rule firings, memo hits, and the last optimization."""
+    from optimizer.rewrite.report import REPORT
+
+    return REPORT.summary()

@@ -38,6 +38,7 @@ from cache.store import Entry, MemoryStore, key_json
 from lazygraph import debug
 from ops.creation import BUFFER
 from ops.node import Node
+from optimizer.rewrite.report import REPORT
 
 __all__ = ["EvaluationError", "defer", "evaluate", "realize", "schedule", "STATS", "MEMORY"]
 
@@ -175,18 +176,21 @@ def _save_run() -> None:
     )
 
 
-def _build(w: Walk, optimize: bool, verbose: int) -> tuple[Graph, Any]:
-    """Optimize P into Q and return it with its transformation graph."""
+def _build(w: Walk, optimize: bool, verbose: int, report: bool = True) -> tuple[Graph, Any]:
+    """Optimize P into Q and return it with its transformation graph (counted in the pass report)."""
     g = Graph(w)
     if optimize:
-        trace = None
-        if verbose >= 2:
 
-            def trace(name: str, fired: bool, seconds: float, n: int) -> None:
+        def trace(name: str, fired: bool, seconds: float, n: int) -> None:
+            if report:
+                REPORT.record_pass(name, fired, seconds, n)
+            if verbose >= 2:
                 what = "fired" if fired else "no change"
                 debug.log(f"  pass {name}: {what} in {seconds * 1e6:.0f} us ({n} nodes)", at=2)
 
         optimizer.optimize(g, trace)
+        if report:
+            REPORT.finish(g)
     return g, g.finalize()
 
 
@@ -318,11 +322,13 @@ def explain_lines(roots: Sequence[Node]) -> list[str]:
     key = w.key if opt else (*w.key, -2)
     entry = MEMORY.get(key) if w.cacheable else None
     cached = entry is not None and entry.select(w.nodes) is not None
-    g, tg = _build(w, opt, 0)
+    g, tg = _build(w, opt, 0, report=False)
     status = f"cached as {entry.digest[:8]}" if cached else "not cached yet"
     passes = ", ".join(g.fired) or "none"
     head = (
         f"Q = optimized graph, {len(tg.nodes)} nodes, {len(tg.order)} steps "
         f"(passes fired: {passes}; guards: {len(tg.guards)}; {status}):"
     )
-    return [head, *g.lines()]
+    rules = g.artifacts.get("rules", {})
+    fired = ["rules fired = " + ", ".join(f"{k} x{v}" for k, v in sorted(rules.items()))] if rules else []
+    return [head, *fired, *REPORT.lines(), *g.lines()]

@@ -1,10 +1,13 @@
 """Graph optimization: the pass registry, the passes, and memory-aware scheduling.
 
 `optimize(graph)` rewrites a `cache.graph.Graph` (P) into Q with the registered passes, in
-priority order; `register_pass` adds one. Built in: algebraic identities, identity ops,
+priority order; `register_pass` adds one. Built in: algebraic identities (rewrite rules,
+optimizer/rewrite/), constant folding (fold.py), library substitution (library.py), identity ops,
 common-subexpression elimination, dead-code elimination (optimizer/passes.py).
 """
 
+from optimizer import fold as _fold  # noqa: F401  (registers constant folding)
+from optimizer import library as _library  # noqa: F401  (registers library substitution)
 from optimizer import passes as _passes  # noqa: F401  (registers the built-in passes)
 from optimizer import rewrite as _rewrite  # noqa: F401  (registers the rewrite-rule pass)
 from optimizer.registry import PASSES, Pass, fingerprint, optimize, ordered, register_pass, unregister_pass

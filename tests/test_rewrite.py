@@ -208,3 +208,25 @@ def test_added_rule_runs_in_the_same_engine():
 def test_engine_indexes_by_root_op():
     e = Engine([make_rule("a", "(negative (negative ?x))", "?x"), make_rule("b", "(astype ?x)", "?x")])
     assert sorted(e.index) == ["astype", "negative"]
+
+
+def test_pass_report_counts_rules_and_passes():
+    lg.cache.reset_stats()
+    y = -(-(lazy(np.arange(4)) * 1))
+    np.testing.assert_array_equal(y.numpy(), np.arange(4))
+    z = -(-(lazy(np.arange(4)) * 1))  # a hit: the passes do not run again
+    z.numpy()
+    rep = lg.cache.passes()
+    assert rep["optimizations"] == 1
+    assert rep["rules"] == {"mul-one": 1, "neg-neg": 1}
+    assert rep["passes"]["algebraic"]["fired"] == 1 and rep["passes"]["algebraic"]["seconds"] > 0
+    assert [p["pass"] for p in rep["last"]["passes"]][0] == "algebraic"
+    import io
+
+    out = io.StringIO()
+    w = -(-(lazy(np.arange(3)) * 1))
+    lg.explain(w, file=out)
+    text = out.getvalue()
+    assert "rules fired = mul-one x1, neg-neg x1" in text
+    assert "pass totals over 1 optimizations" in text and "rule totals = mul-one x1, neg-neg x1" in text
+    assert text.strip().splitlines()[-1].startswith("return")

@@ -8,6 +8,7 @@ first that matches; matches never overlap inside a round, so a round is one
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from typing import Any
@@ -21,6 +22,18 @@ from optimizer.rewrite.rules import COMMUTATIVE, Rule, make_rule, rule_from_json
 from optimizer.rewrite.sexpr import head, is_var
 
 _MAX_ROUNDS = 16
+
+
+_HEADS: dict[str, tuple[str, str | None]] = {}
+
+
+def _head(pat: list) -> tuple[str, str | None]:
+    """`head` of a pattern list, memoized by its operator word (patterns are fixed data)."""
+    word = pat[0]
+    h = _HEADS.get(word)
+    if h is None:
+        h = _HEADS[word] = head(pat)
+    return h
 
 
 class _Match:
@@ -41,13 +54,11 @@ class _Match:
 
 
 def _is_value(value: Any, target: Any) -> bool:
-    """value equals `target` in value's own Python type (never -0.0 for 0)."""
-    if type(value) not in (bool, int, float):
-        return False
-    try:
-        return canon(value) == canon(type(value)(target))
-    except (TypeError, ValueError, OverflowError):
-        return False
+    """value equals `target` in value's own Python type (never -0.0 for 0, never nan)."""
+    t = type(value)
+    if t is float:
+        return value == target and math.copysign(1.0, value) == math.copysign(1.0, float(target))
+    return (t is int or t is bool) and value == target and float(target).is_integer()
 
 
 class Engine:
@@ -94,7 +105,7 @@ class Engine:
                 return False
             m.guards.append(("eq", ("value", n.src), ("const", type(v)(pat))))
             return True
-        name, bind = head(pat)
+        name, bind = _head(pat)
         if n.leaf or n.op is None or n.op.name != name:
             return False
         if n.recipe is not None and n.recipe.ctor != "op":

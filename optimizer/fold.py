@@ -1,0 +1,202 @@
+"""Constant folding and memoized constants: the `fold` pass and its `memo` steps.
+
+A node is constant when everything it reads is a Python scalar, an input-less creation op
+(full, arange, eye, linspace) or a parameter buffer (a leaf of differentiation: the weights
+a model holds, which inference and frozen layers never write). The pass replaces each
+maximal constant subgraph that feeds non-constant work (or is requested) by one `memo`
+step that runs the subgraph's reference kernels and remembers the result with the key it
+was computed for: the scalars' values, the recovered attributes (sizes) and each buffer's
+version.
+
+Versions: lazygraph never writes a buffer in place. A write to an array (`w -= lr * g`,
+`w[...] = v`) records a new value, which evaluation realizes as a new read-only buffer, so
+a buffer object is one version of its storage; the memo holds a weak reference to each
+input buffer, and a value is reused only while every input is that very object. Scalars
+are data, not structure: the same cached Q serves `x * 2` and `x * 3`, the key holds the
+value. Literal-only subgraphs are therefore computed once (the first time those literals
+are seen) rather than per evaluation, without guards that would make a new cache variant
+per value.
+
+Parameters that change every step (training) miss every time: after a few misses with no
+hit, a memo step stops retaining values (it retries now and then), so training pays no
+memory for it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from cache.graph import Graph, QNode
+from cache.key import Uncacheable, canon
+from cache.recipe import Expr, Recipe, register_constructor
+from ops.base import REGISTRY, Op, register
+from optimizer.registry import register_pass
+
+#: hits, misses and stored values over this process (the pass report reads these)
+MEMO_STATS = {"hits": 0, "misses": 0, "stored": 0}
+_GIVE_UP = 3  # misses without any hit before a step stops retaining values
+_RETRY = 16  # then it retains one value in this many calls
+
+
+class MemoOp(Op):
+    """The operator of memo steps (they are built by the `memo` constructor, never recorded)."""
+
+    kind = "other"
+
+    def __init__(self) -> None:
+        super().__init__("memo")
+
+    def infer(self, inputs: tuple, attrs: dict) -> tuple:
+        """Memo nodes are never recorded by users."""
+        raise TypeError("memo: made by the fold pass only")
+
+    def kernel(self, *args: Any, **attrs: Any) -> Any:
+        """Memo steps run through their constructor (`_build_memo`)."""
+        raise TypeError("memo: made by the fold pass only")
+
+
+if "memo" not in REGISTRY:
+    register(MemoOp())
+
+
+def _constant_nodes(g: Graph) -> set[int]:
+    """Ids of the nodes whose value depends only on literals and parameters."""
+    const: set[int] = set()
+    for n in g.nodes:
+        if n.leaf:
+            if n.scalar or g.pnodes[n.src].requires_grad:
+                const.add(id(n))
+        elif n.op is not None and n.op.name != "memo" and (n.recipe is None or n.recipe.ctor == "op"):
+            if all(id(c) in const for c in n.inputs):
+                const.add(id(n))
+    return const
+
+
+def _boundaries(g: Graph, const: set[int]) -> list[QNode]:
+    """Constant compute nodes that non-constant work or an output reads (views looked through)."""
+    wanted: dict[int, QNode] = {}
+
+    def want(n: QNode) -> None:
+        while not n.leaf and n.op.kind == "view" and n.inputs:
+            n = n.inputs[0]  # a view is free: memoize what it looks at
+        if not n.leaf:
+            wanted[id(n)] = n
+
+    for n in g.nodes:
+        if id(n) in const or n.leaf:
+            continue
+        for c in n.inputs:
+            if id(c) in const:
+                want(c)
+    for o in g.outputs:
+        if id(o) in const:
+            want(o)
+    return [n for n in g.nodes if id(n) in wanted]
+
+
+def _region(root: QNode) -> tuple[list[QNode], list[QNode]]:
+    """(leaves, interior nodes inputs-first) of the subgraph computing root."""
+    leaves: list[QNode] = []
+    order: list[QNode] = []
+    seen: set[int] = set()
+    stack = [(root, iter(root.inputs))]
+    seen.add(id(root))
+    while stack:
+        node, it = stack[-1]
+        for c in it:
+            if id(c) not in seen:
+                seen.add(id(c))
+                if c.leaf:
+                    leaves.append(c)
+                else:
+                    stack.append((c, iter(c.inputs)))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    return leaves, order
+
+
+@register_pass("fold", priority=150, condition=lambda g: any(n.scalar or n.leaf for n in g.nodes))
+def fold(g: Graph) -> bool:
+    """Replace maximal constant subgraphs by memo steps (computed once per version of their inputs)."""
+    const = _constant_nodes(g)
+    if not any(id(n) in const and not n.leaf for n in g.nodes):
+        return False
+    mapping: dict[int, QNode] = {}
+    for root in _boundaries(g, const):
+        leaves, order = _region(root)
+        if len(order) == 1 and not root.inputs:
+            continue  # a lone full/arange: making it costs no more than reusing it
+        slot = {id(x): ("i", k) for k, x in enumerate(leaves)}
+        program: list[list] = []
+        attrs: dict[str, Expr] = {}
+        for j, n in enumerate(order):
+            slot[id(n)] = ("n", j)
+            names = sorted(n.attrs)
+            for name in names:
+                attrs[f"{j}:{name}"] = g.attr_expr(n, name)
+            program.append([n.op.name, [list(slot[id(c)]) for c in n.inputs], names])
+        new = g.new("memo", leaves, attrs, g.shape_expr(root), root.dtype, ctor="memo", data=program)
+        mapping[id(root)] = new
+    if not mapping:
+        return False
+    g.substitute(mapping)
+    g.artifacts["fold"] = g.artifacts.get("fold", 0) + len(mapping)
+    return True
+
+
+def _input_key(v: Any) -> tuple:
+    """What identifies an input's value: a scalar's value, a buffer's identity (its version)."""
+    if isinstance(v, np.ndarray):
+        return ("b", id(v))
+    return ("s", canon(v))
+
+
+def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
+    """The memo step: run the subgraph's kernels, reuse the last value while its key holds."""
+    program = []
+    for name, refs, attr_names in recipe.data:
+        program.append((REGISTRY[name].kernel, [(r[0], int(r[1])) for r in refs], list(attr_names)))
+    state: dict[str, Any] = {"key": None, "refs": (), "value": None, "hits": 0, "misses": 0, "calls": 0}
+
+    def run(*inputs: Any, **attrs: Any) -> np.ndarray:
+        try:
+            key = (tuple(_input_key(v) for v in inputs), canon(tuple(sorted(attrs.items()))))
+        except Uncacheable:
+            key = None
+        if key is not None and key == state["key"]:
+            refs = state["refs"]
+            if all(r() is v for r, v in zip(refs, [v for v in inputs if isinstance(v, np.ndarray)])):
+                state["hits"] += 1
+                MEMO_STATS["hits"] += 1
+                return state["value"]
+        state["misses"] += 1
+        state["calls"] += 1
+        MEMO_STATS["misses"] += 1
+        vals: list[Any] = []
+        for j, (kernel, refs_, names) in enumerate(program):
+            args = [inputs[i] if kind == "i" else vals[i] for kind, i in refs_]
+            vals.append(np.asarray(kernel(*args, **{a: attrs[f"{j}:{a}"] for a in names})))
+        value = vals[-1]
+        retain = state["hits"] > 0 or state["misses"] <= _GIVE_UP or state["calls"] % _RETRY == 0
+        if key is not None and retain:
+            if value.flags.writeable:
+                value = value.copy() if value.base is not None else value
+                value.flags.writeable = False  # shared across evaluations: never written
+            state["key"] = key
+            state["refs"] = tuple(weakref.ref(v) for v in inputs if isinstance(v, np.ndarray))
+            state["value"] = value
+            MEMO_STATS["stored"] += 1
+        else:
+            state["key"], state["refs"], state["value"] = None, (), None
+        return value
+
+    return run
+
+
+register_constructor("memo", _build_memo)

@@ -1,0 +1,144 @@
+"""Library substitution: a GEMM or convolution and its elementwise epilogue as one step.
+
+`matmul -> add(bias) -> maximum(., 0)` and `conv2d(bias) -> maximum(., 0)` become one
+`library` step: NumPy's BLAS-backed matmul (or the im2col + GEMM conv2d kernel) writes a
+fresh buffer, and the bias add and ReLU run in place on it, so no intermediate arrays are
+allocated and the values are bit-for-bit the reference's (the same operations in the same
+order). Transposed operands reach matmul as strided views, which NumPy hands to BLAS as a
+transpose flag: the layout, not a copy.
+
+Matched only where each fused intermediate has no other reader (autograd keeps some alive
+for the backward pass). That the bias broadcasts without growing the product, and that the
+ReLU's scalar is 0, are checked on P and recorded as guards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from cache.graph import Graph, QNode
+from cache.key import canon
+from cache.recipe import Recipe, register_constructor
+from ops.base import REGISTRY, Op, register
+from optimizer.registry import register_pass
+
+_PRODUCERS = ("matmul", "conv2d")
+
+
+class LibraryOp(Op):
+    """The operator of library steps (built by the `library` constructor, never recorded)."""
+
+    kind = "other"
+
+    def __init__(self) -> None:
+        super().__init__("library")
+
+    def infer(self, inputs: tuple, attrs: dict) -> tuple:
+        """Library nodes are never recorded by users."""
+        raise TypeError("library: made by the library pass only")
+
+    def kernel(self, *args: Any, **attrs: Any) -> Any:
+        """Library steps run through their constructor (`_build_library`)."""
+        raise TypeError("library: made by the library pass only")
+
+
+if "library" not in REGISTRY:
+    register(LibraryOp())
+
+
+def _plain(n: QNode, name: str) -> bool:
+    return (
+        not n.leaf and n.op is not None and n.op.name == name and (n.recipe is None or n.recipe.ctor == "op")
+    )
+
+
+def _relu_of(g: Graph, n: QNode) -> QNode | None:
+    """The scalar-0 leaf if n is maximum(x, 0) with a Python scalar 0 (either side)."""
+    if not _plain(n, "maximum") or len(n.inputs) != 2:
+        return None
+    for s in n.inputs:
+        if s.scalar and type(g.value(s)) in (int, float) and canon(g.value(s)) == canon(type(g.value(s))(0)):
+            return s
+    return None
+
+
+def _candidates(g: Graph) -> bool:
+    return any(_plain(n, p) for n in g.nodes for p in _PRODUCERS)
+
+
+@register_pass("library", priority=100, condition=_candidates)
+def library(g: Graph) -> bool:
+    """Fuse matmul + bias (+ ReLU) and conv2d (+ ReLU) into single library steps."""
+    users = g.users()
+    consumers: dict[int, list[QNode]] = {}
+    for n in g.nodes:
+        for c in n.inputs:
+            consumers.setdefault(id(c), []).append(n)
+    mapping: dict[int, QNode] = {}
+    for prod in list(g.nodes):
+        if not any(_plain(prod, p) for p in _PRODUCERS) or prod.dtype.kind != "f" or id(prod) in mapping:
+            continue
+        name = prod.op.name
+        end, bias, relu_scalar = prod, None, None
+        guards = []
+        nxt = consumers.get(id(end), [])
+        if name == "matmul" and users.get(id(end)) == 1 and len(nxt) == 1 and _plain(nxt[0], "add"):
+            add = nxt[0]
+            other = add.inputs[1] if add.inputs[0] is end else add.inputs[0]
+            if other is not end and not other.scalar and add.shape == end.shape and add.dtype == end.dtype:
+                if other.dtype == end.dtype:
+                    bias, end = other, add
+                    guards.append(("eq", g.shape_expr(add), g.shape_expr(prod)))
+        nxt = consumers.get(id(end), [])
+        if users.get(id(end)) == 1 and len(nxt) == 1:
+            s = _relu_of(g, nxt[0])
+            if s is not None and nxt[0].dtype == end.dtype:
+                relu_scalar, end = s, nxt[0]
+                guards.append(("eq", ("value", s.src), ("const", g.value(s))))
+        if end is prod:
+            continue
+        for gd in guards:
+            g.guard(gd)
+        attrs = {k: g.attr_expr(prod, k) for k in prod.attrs}
+        inputs = list(prod.inputs) + ([bias] if bias is not None else [])
+        data = {
+            "producer": name,
+            "n_in": len(prod.inputs),
+            "bias": bias is not None,
+            "relu": relu_scalar is not None,
+        }
+        new = g.new("library", inputs, attrs, g.shape_expr(end), end.dtype, ctor="library", data=data)
+        mapping[id(end)] = new
+        fired = g.artifacts.setdefault("library", {})
+        label = name + ("+bias" if bias is not None else "") + ("+relu" if relu_scalar is not None else "")
+        fired[label] = fired.get(label, 0) + 1
+    if mapping:
+        g.substitute(mapping)
+    return bool(mapping)
+
+
+def _build_library(recipe: Recipe, artifacts: dict) -> Callable:
+    """Producer kernel into a fresh buffer, then the epilogue in place."""
+    d = recipe.data
+    kernel = REGISTRY[str(d["producer"])].kernel
+    n_in, bias, relu = int(d["n_in"]), bool(d["bias"]), bool(d["relu"])
+
+    def run(*inputs: Any, **attrs: Any) -> np.ndarray:
+        v = np.asarray(kernel(*inputs[:n_in], **attrs))
+        if not v.flags.writeable or any(
+            isinstance(x, np.ndarray) and np.may_share_memory(v, x) for x in inputs
+        ):
+            v = v.copy()  # never write into memory an input (another value) may share
+        if bias:
+            np.add(v, inputs[n_in], out=v)
+        if relu:
+            np.maximum(v, 0, out=v)
+        return v
+
+    return run
+
+
+register_constructor("library", _build_library)

@@ -1,0 +1,73 @@
+"""The pass report: which passes and rewrite rules fired, how often, and their time.
+
+`REPORT.record_pass` is fed by the optimizer's trace on every optimization (a cache miss);
+`REPORT.finish` closes one optimization with the graph's rule counts. Totals are kept for
+the process; `last` is the most recent optimization. Hits replay a cached Q, so they add
+nothing here: a pass runs once per structure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cache.graph import Graph
+
+
+class PassReport:
+    """Per-pass and per-rule counters (the last optimization and the process total)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        self.passes: dict[str, dict[str, float]] = {}
+        self.rules: dict[str, int] = {}
+        self.optimizations = 0
+        self.last: dict[str, Any] = {"passes": [], "rules": {}}
+        self._current: list[dict[str, Any]] = []
+
+    def record_pass(self, name: str, fired: bool, seconds: float, nodes: int) -> None:
+        """One pass ran (its condition held): whether it changed the graph, how long it took."""
+        row = self.passes.setdefault(name, {"runs": 0, "fired": 0, "seconds": 0.0})
+        row["runs"] += 1
+        row["fired"] += int(fired)
+        row["seconds"] += seconds
+        self._current.append({"pass": name, "fired": fired, "seconds": seconds, "nodes_after": nodes})
+
+    def finish(self, g: Graph) -> None:
+        """Close one optimization of `g` (rules from its artifacts)."""
+        rules = dict(g.artifacts.get("rules", {}))
+        for what, n in g.artifacts.get("library", {}).items():
+            rules[f"library:{what}"] = n
+        for name, n in rules.items():
+            self.rules[name] = self.rules.get(name, 0) + n
+        self.optimizations += 1
+        self.last = {"passes": self._current, "rules": rules}
+        self._current = []
+
+    def summary(self) -> dict[str, Any]:
+        """Totals and the last optimization, JSON-ready."""
+        from optimizer.fold import MEMO_STATS
+
+        return {
+            "optimizations": self.optimizations,
+            "passes": {k: dict(v) for k, v in sorted(self.passes.items())},
+            "rules": dict(sorted(self.rules.items())),
+            "memo": dict(MEMO_STATS),
+            "last": self.last,
+        }
+
+    def lines(self) -> list[str]:
+        """The totals as `name = ...` lines (nothing before the first optimization)."""
+        if not self.optimizations:
+            return []
+        rows = sorted(self.passes.items(), key=lambda kv: -kv[1]["seconds"])
+        cells = ", ".join(f"{k} {r['runs']}/{r['fired']}/{r['seconds'] * 1e3:.2f}" for k, r in rows)
+        out = [f"pass totals over {self.optimizations} optimizations (runs/fired/ms) = {cells}"]
+        if self.rules:
+            out.append("rule totals = " + ", ".join(f"{k} x{v}" for k, v in sorted(self.rules.items())))
+        return out
+
+
+REPORT = PassReport()
