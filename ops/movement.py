@@ -24,7 +24,7 @@ from ops.base import (
     type_error,
 )
 from ops.node import Node
-from ops.views import View, materialize
+from ops.views import View, c_strides, materialize
 
 Template = tuple[tuple, ...]
 
@@ -372,6 +372,16 @@ for _op in (ViewOp(), Assign(), Gather(), Reshape(), Concat(), Stack(), Pad(), S
 def _view_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     base = xs[0]
     view: View = attrs["view"]
+    if view.offset == 0 and view.size == base.size:
+        # Whole-base views without broadcasting are bijections: a reshape or a transpose of
+        # the cotangent undoes them, with no zero-filled buffer and no scatter.
+        if view.strides == c_strides(view.shape):
+            return (g.reshape(base.shape),)
+        order = sorted(range(len(view.shape)), key=lambda i: -view.strides[i])
+        if tuple(view.shape[i] for i in order) == tuple(base.shape) and tuple(
+            view.strides[i] for i in order
+        ) == c_strides(base.shape):
+            return (F.permute_dims(g, order),)
     # Broadcast axes (stride 0) read one element many times: sum their cotangent first, so
     # the write back through the view never has two elements landing on one address.
     bcast = tuple(i for i, (d, st) in enumerate(zip(view.shape, view.strides)) if st == 0 and d != 1)

@@ -166,9 +166,12 @@ class Conv2dGradWeight(_GradOp):
         n, _, ho, wo = g.shape
         cols = im2col(np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation, groups)
         gh = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, groups, o // groups).transpose(1, 0, 2)
-        # cols^T @ g: BLAS is several times faster with the long pixel axis as K and the
-        # small channel count as N than the other way round.
-        dwt = _gemm(cols.transpose(0, 2, 1), gh)  # (groups, kH*kW*C_per, C_out_per_group)
+        # The long pixel axis is the contraction; BLAS is several times faster when the larger
+        # of the other two (window size, output channels) is the rows of the product.
+        if cols.shape[2] >= gh.shape[2]:
+            dwt = _gemm(cols.transpose(0, 2, 1), gh)  # (groups, kH*kW*C_per, C_out_per_group)
+        else:
+            dwt = _gemm(gh.transpose(0, 2, 1), cols).transpose(0, 2, 1)
         dw = dwt.reshape(groups, kh, kw, cp, o // groups).transpose(0, 4, 3, 1, 2)
         return np.ascontiguousarray(dw.reshape(o, cp, kh, kw))
 
