@@ -46,7 +46,10 @@ def _ufunc_loop(node: Node) -> tuple[np.dtype, ...] | None:
         return None
     sig = []
     for n in node.inputs:
-        sig.append(type(n.buffer) if n.op.name == "scalar" else n.dtype)
+        if n.op.name == "scalar" and type(n.buffer) is not bool:
+            sig.append(type(n.buffer))  # a weak Python int or float
+        else:
+            sig.append(n.dtype)  # a Python bool promotes exactly like a bool array
     weak_int = any(s is int for s in sig)
     try:
         loop = fn.resolve_dtypes(tuple(sig) + (None,) * fn.nout)
@@ -130,6 +133,8 @@ class Domain:
         self.reduce: list[int] = []  # axes all reductions reduce (raw ids)
         self.has_reduction = False
         self.merged = False  # an add() unified two axes (members must be rechecked)
+        self.axes_seen: set[int] = set()
+        self.reducers: list[Node] = []
         self._next = 0
 
     # -- union-find -------------------------------------------------------------------
@@ -176,6 +181,8 @@ class Domain:
         d.reduce = list(self.reduce)
         d.has_reduction = self.has_reduction
         d.merged = self.merged
+        d.axes_seen = set(self.axes_seen)
+        d.reducers = list(self.reducers)
         d._next = self._next
         return d
 
@@ -263,6 +270,19 @@ class Domain:
                 roots = [a for a in self.roots(c) if a >= 0]
                 if len(set(roots)) != len(roots):
                     raise NotFusable("an input would be read along a diagonal")
+        for m in (node, *node.inputs):
+            self.axes_seen.update(a for a in self.amap[id(m)] if a >= 0)
+        if node.op.kind != "elementwise":
+            self.reducers.append(node)
+        if self.reducers:
+            # Every reduction must be indexed by every kept loop; one that is not would be
+            # recomputed in full for each iteration of the loops it does not vary along.
+            kept = {self.find(a) for a in self.axes_seen} - r
+            for red in self.reducers:
+                if not kept <= {a for a in self.roots(red) if a >= 0}:
+                    raise NotFusable(
+                        f"{red.op.name}: would be recomputed along loops its result does not vary on"
+                    )
 
     def full(self, node: Node) -> bool:
         """True when the node varies along a reduced axis (computed inside the R loops)."""

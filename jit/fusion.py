@@ -176,8 +176,52 @@ def find_regions(
                     seen.add(id(c))
                     inputs.append(c)
         out.append(Region(list(members), inputs, outputs, g.domain))
+    out = _break_cycles(order, out)
     out.sort(key=lambda r: f.pos[id(r.nodes[-1])])
     return out
+
+
+def _break_cycles(order: Sequence[Node], regions: list[Region]) -> list[Region]:
+    """Drop regions until running each region as one kernel leaves the graph acyclic.
+
+    The join test follows node dependencies; a region is one kernel, so a node outside it
+    may depend on one member while another member depends on that node (through different
+    members of two regions). Kahn's algorithm on the contracted graph finds what is left on
+    a cycle; the smallest region there goes back to op-by-op, and the check repeats.
+    """
+    while True:
+        unit: dict[int, int] = {}
+        for k, r in enumerate(regions):
+            for m in r.nodes:
+                unit[id(m)] = k
+        n_units = len(regions)
+        for n in order:
+            if id(n) not in unit:
+                unit[id(n)] = n_units
+                n_units += 1
+        succ: list[set[int]] = [set() for _ in range(n_units)]
+        indeg = [0] * n_units
+        for n in order:
+            u = unit[id(n)]
+            for c in n.inputs:
+                v = unit.get(id(c))
+                if v is not None and v != u and u not in succ[v]:
+                    succ[v].add(u)
+                    indeg[u] += 1
+        ready = [u for u in range(n_units) if indeg[u] == 0]
+        done = 0
+        while ready:
+            v = ready.pop()
+            done += 1
+            for u in succ[v]:
+                indeg[u] -= 1
+                if indeg[u] == 0:
+                    ready.append(u)
+        if done == n_units:
+            return regions
+        stuck = [k for k in range(len(regions)) if indeg[k] > 0]
+        drop = min(stuck, key=lambda k: len(regions[k].nodes))
+        regions = regions[:drop] + regions[drop + 1 :]
 
 
 def units(order: Sequence[Node], regions: Sequence[Region]) -> list[Node | Region]:

@@ -104,3 +104,25 @@ def test_region_recipes_round_trip_through_json() -> None:
     assert [n.op.name for n in again.nodes] == ["exp", "multiply", "sum"]
     with pytest.raises(Exception, match="bad JIT region recipe"):
         jitpass.rebuild({"inputs": [{"kind": "array"}], "members": [], "outputs": []})
+
+
+def test_regions_that_would_wait_on_each_other_are_not_both_fused(jit_pass) -> None:  # noqa: ANN001
+    # a's region reads cumsum(b) (not fusable), which reads b's region, which reads a: both
+    # as kernels would wait on each other, so the smaller one runs op by op.
+    from jit.fusion import find_regions
+    from lazygraph.executor import schedule
+
+    rng = np.random.default_rng(4)
+    x0, x1 = rng.standard_normal((2, 4, 4))
+    a, b = +lg.asarray(x0), +lg.asarray(x1)
+    u = lg.cumsum(b, axis=1) + a
+    n = (lg.tanh(b) * 2 + 1) * a
+    roots = [a.node, u.node, n.node]
+    regions = find_regions(schedule(roots), roots)
+    assert [[m.op.name for m in r.nodes] for r in regions] == [
+        ["positive", "tanh", "multiply", "add", "multiply"]
+    ]
+    got = lg.eval(a, u, n)
+    want = [x0, np.cumsum(x1, axis=1) + x0, (np.tanh(x1) * 2 + 1) * x0]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
