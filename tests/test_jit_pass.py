@@ -16,6 +16,7 @@ from lazygraph import jitpass
 @pytest.fixture
 def jit_pass(monkeypatch):  # noqa: ANN001, ANN201
     """The pass installed, every size compiled, caches cleared before and after."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", "1")  # another test may have left it off
     monkeypatch.setenv("LAZYGRAPH_JIT_MIN_SIZE", "0")
     monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
     lg.cache.clear()
