@@ -206,10 +206,17 @@ def private_cache(monkeypatch):
 @given(prog=programs(), sizes=SIZES, seed=st.integers(0, 1000))
 def test_random_programs_cold_warm_disk_second_input(prog, sizes, seed):
     # the cache's own passes; the long run below keeps every registered pass (the JIT's too)
-    os.environ["LAZYGRAPH_JIT"] = "0"
-    code, evaluate_mid = prog
-    note(f"code={code} mid={evaluate_mid}")
-    check_program(code, evaluate_mid, sizes, seed)
+    prev = os.environ.get("LAZYGRAPH_JIT")
+    os.environ["LAZYGRAPH_JIT"] = "0"  # restored below: later tests must see the default
+    try:
+        code, evaluate_mid = prog
+        note(f"code={code} mid={evaluate_mid}")
+        check_program(code, evaluate_mid, sizes, seed)
+    finally:
+        if prev is None:
+            os.environ.pop("LAZYGRAPH_JIT", None)
+        else:
+            os.environ["LAZYGRAPH_JIT"] = prev
 
 
 @pytest.mark.slow

@@ -20,7 +20,8 @@ BUILTIN_RULES: list[dict] = [
         "name": "mul-zero-int",
         "lhs": "(multiply ?x 0)",
         "rhs": "(full :shape (shape ?root) :fill_value (typed 0 ?root) :dtype (dtype ?root))",
-        "when": ["(kind ?x biu)", "(array ?x)"],
+        # an integer result only: int * 0.0 is a float, -0.0 for negative x
+        "when": ["(kind ?x biu)", "(kind ?root biu)", "(array ?x)"],
     },
     {
         "name": "pow-zero",
