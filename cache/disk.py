@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from cache.plan import TransformationGraph
 from cache.recipe import RecipeError
 from cache.store import Entry, digest_of
+from ops.fileio import atomic_write
 
 FORMAT = 1
 MAGIC = b"LGC1"
@@ -95,17 +95,7 @@ def decode(data: bytes) -> dict:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write via a temporary file in the same directory and os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, data)
 
 
 class DiskStore:

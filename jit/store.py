@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from ops.fileio import atomic_write
 
 VERSION = 1
 
@@ -38,21 +39,6 @@ def make_key(source: str, compiler: str, options: list[str], arch: str) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def put(key: str, ext: str, data: bytes, info: dict) -> Path:
     """Store a binary under `key`; returns the path of the stored binary."""
     d = root()
@@ -65,8 +51,8 @@ def put(key: str, ext: str, data: bytes, info: dict) -> Path:
         "size": len(data),
         "info": info,
     }
-    _atomic_write(binary, data)
-    _atomic_write(d / f"{key}.json", json.dumps(record, sort_keys=True).encode())
+    atomic_write(binary, data)
+    atomic_write(d / f"{key}.json", json.dumps(record, sort_keys=True).encode())
     return binary
 
 

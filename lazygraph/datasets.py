@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import tempfile
 import zipfile
 from collections.abc import Iterator
 from importlib import resources
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+from ops.fileio import atomic_write
 
 #: IDX type codes (the third byte of the magic number) -> big-endian NumPy dtypes
 IDX_DTYPES = {
@@ -91,18 +92,7 @@ def write_idx(path: str | os.PathLike, array: np.ndarray, compress: bool = False
     data = header + arr.astype(IDX_DTYPES[code], copy=False).tobytes()
     if compress:
         data = gzip.compress(data, mtime=0)
-    _atomic_write(Path(path), data)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic_write(Path(path), data)
 
 
 def _find_idx(folder: Path, stem: str) -> Path:

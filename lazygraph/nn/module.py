@@ -8,8 +8,8 @@ sub-modules in registration order so `named_parameters()` and `state_dict()` key
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
@@ -20,6 +20,7 @@ from lazygraph.array import Array, Storage, constant
 from lazygraph.executor import evaluate
 from lazygraph.gradmode import no_grad
 from ops.base import fmt_shape
+from ops.fileio import atomic_write
 
 
 class Parameter(Array):
@@ -304,16 +305,9 @@ class Module:
     def save(self, path: str | os.PathLike) -> None:
         """Write the state dict to an .npz file (atomically: a temp file, then rename)."""
         state = self.state_dict()
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path), suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **state)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        buf = io.BytesIO()
+        np.savez(buf, **state)
+        atomic_write(path, buf.getvalue())
 
     def load(self, path: str | os.PathLike, strict: bool = True) -> IncompatibleKeys:
         """Read an .npz state file written by `save` (never unpickles) into this module."""

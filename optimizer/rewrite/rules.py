@@ -22,13 +22,12 @@ rule file (see `load_rules`) can come from anywhere: it cannot execute code.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ops.base import REGISTRY
+from ops.fileio import atomic_write
 from optimizer.rewrite.sexpr import RuleSyntaxError, SExpr, head, is_var, parse, unparse
 
 #: condition name -> number of arguments (variables first, then literal words/numbers)
@@ -184,11 +183,4 @@ def save_rules(path: str | Path, rules: list[Rule]) -> None:
     """Write rules as JSON atomically (temp file + rename)."""
     path = Path(path)
     text = json.dumps({"format": 1, "rules": [r.to_json() for r in rules]}, indent=1)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rules-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text.encode())
