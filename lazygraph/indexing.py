@@ -6,6 +6,7 @@ too many indices, out-of-range integers, boolean mask shapes, non-integer index 
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,7 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
 
     template: list[tuple] = []
     operands: list[Any] = []
+    errors: list[IndexError] = []
     dim = 0
     for it in expanded:
         if it is None:
@@ -102,10 +104,20 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
             template.append(("i", _check_int(it, shape[dim], dim, op)))
             dim += 1
         else:
-            for idx in _index_arrays(it, shape, dim, op):
+            for idx in _index_arrays(it, shape, dim, op, errors):
                 template.append(("a", len(operands)))
                 operands.append(idx)
                 dim += 1
+    if errors:
+        # NumPy checks index arrays (not integers or 0-d arrays) only when the broadcast
+        # advanced indices select something.
+        shapes = [tuple(x.shape) for x in operands]
+        try:
+            empty = math.prod(np.broadcast_shapes(*shapes)) == 0
+        except ValueError:
+            empty = False
+        if not empty:
+            raise errors[0]
     return None, tuple(template), operands
 
 
@@ -122,7 +134,7 @@ def _check_int(i: Any, n: int, dim: int, op: str) -> int:
     return i % n
 
 
-def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str) -> list[Any]:
+def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str, errors: list) -> list[Any]:
     """One advanced index item as integer index operands (boolean masks become nonzero())."""
     from lazygraph.array import Array
 
@@ -137,6 +149,12 @@ def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str) -> list[An
                 f"{op}: arrays used as indices must be of integer or boolean type, got {it.dtype}"
             )
         else:
+            if shape[dim] == 0 and it.size:
+                # every index is out of bounds on an empty axis, whatever the values
+                err = IndexError(f"{op}: index array {fmt_shape(it.shape)} indexes axis {dim} of size 0")
+                if it.ndim == 0:
+                    raise err
+                errors.append(err)
             return [it]
     arr = np.asarray(it)
     if arr.dtype == np.bool_:
@@ -155,5 +173,8 @@ def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str) -> list[An
     n = shape[dim]
     if arr.size and (arr.max() >= n or arr.min() < -n):
         bad = arr.max() if arr.max() >= n else arr.min()
-        raise IndexError(f"{op}: index {bad} is out of bounds for axis {dim} with size {n}")
+        err = IndexError(f"{op}: index {bad} is out of bounds for axis {dim} with size {n}")
+        if arr.ndim == 0:
+            raise err
+        errors.append(err)
     return [arr]
