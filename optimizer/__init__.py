@@ -10,6 +10,7 @@ from optimizer import fold as _fold  # noqa: F401  (registers constant folding)
 from optimizer import library as _library  # noqa: F401  (registers library substitution)
 from optimizer import passes as _passes  # noqa: F401  (registers the built-in passes)
 from optimizer import rewrite as _rewrite  # noqa: F401  (registers the rewrite-rule pass)
+from optimizer.superopt import pass_ as _superopt  # noqa: F401  (registers the superoptimizer pass)
 from optimizer.registry import PASSES, Pass, fingerprint, optimize, ordered, register_pass, unregister_pass
 
 __all__ = ["PASSES", "Pass", "fingerprint", "optimize", "ordered", "register_pass", "unregister_pass"]

@@ -1,0 +1,290 @@
+"""The search's cost model: seconds per graph on this device, with fusion and folding in mind.
+
+A graph's cost is the sum of its steps' costs, where steps are what lazygraph will run:
+
+- weight-only subgraphs (everything computed from parameters and Python scalars) are free:
+  the `fold` pass memoizes them, so at steady state they are not recomputed (a concatenation
+  of two weight matrices costs once, at the first evaluation);
+- leaves, views and slices are free (NumPy views, no copy);
+- a matmul with its bias add and ReLU, or a conv2d with its ReLU, is one library step
+  (optimizer/library.py) when each fused intermediate has one reader: the epilogue is free;
+- elementwise ops are grouped the way the JIT fuses them (jit/fusion.py): a connected set of
+  elementwise producers and consumers is one region costing one memory pass (its outside
+  inputs read once, the values read outside it written once) plus a launch; regions whose
+  arrays are all below the JIT's minimum size run op by op on NumPy, one pass per op;
+- every other op costs its own time.
+
+Per-op times: `mode="measured"` runs each op configuration (operator, input shapes and dtypes,
+attributes) with the NumPy reference kernel on random data, takes the median of a few runs and
+caches it on disk (`superopt_costs.json` in the lazygraph cache directory, written atomically,
+keyed by a machine and version tag; a corrupt or foreign file is ignored). `mode="analytic"`
+(the default, and what tests use) is a FLOP/byte model: GEMM-like work at `flops` per second,
+memory traffic at `bandwidth` bytes per second, plus `overhead` per step. `calibrate()`
+measures those three constants once per machine (stored in the same file). `mode="unit"`
+counts one per operator step (the unit-cost examples of the benchmark graphs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ops.base import REGISTRY
+from ops.fileio import atomic_write
+from optimizer.superopt.apply import SGraph, frozen
+
+VERSION = 1
+FREE_OPS = frozenset(("view", "slice_axis", "reshape", "astype_view"))
+ELEMENTWISE_KINDS = frozenset(("elementwise",))
+_MIN_JIT = 65536  # lazygraph/jitpass.py's default LAZYGRAPH_JIT_MIN_SIZE
+
+
+def machine_tag() -> str:
+    """What measured times depend on: machine, core count, NumPy, the model's version."""
+    return f"{platform.machine()}-{os.cpu_count()}-np{np.__version__}-v{VERSION}"
+
+
+def _store_path() -> Path:
+    env = os.environ.get("LAZYGRAPH_CACHE_DIR")
+    base = Path(env).expanduser() if env else None
+    if base is None:
+        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        base = Path(root) / "lazygraph"
+    return base / "superopt_costs.json"
+
+
+def _nbytes(shape: tuple, dtype: np.dtype) -> float:
+    return float(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+
+
+class CostModel:
+    """Seconds per node and per graph (see the module docstring for the modes)."""
+
+    def __init__(self, mode: str = "analytic", path: Path | None = None) -> None:
+        if mode not in ("analytic", "measured", "unit"):
+            raise ValueError(f"cost model mode must be analytic, measured or unit, not {mode!r}")
+        self.mode = mode
+        self.path = path
+        self.flops = 2.0e10  # GEMM flop/s (2 cores, float32 BLAS): replaced by calibrate()
+        self.bandwidth = 5.0e9  # bytes/s for one streaming pass
+        self.overhead = 5e-6  # per step: dispatch through the plan and NumPy
+        self.times: dict[str, float] = {}
+        self.measured = 0  # configurations timed in this process
+        self._dirty = False
+        if mode == "measured":
+            self._load()
+
+    # -- the disk store ----------------------------------------------------------------------
+
+    def _file(self) -> Path:
+        return self.path or _store_path()
+
+    def _load(self) -> None:
+        try:
+            d = json.loads(self._file().read_bytes())
+            if d.get("tag") != machine_tag():
+                return
+            times = {str(k): float(v) for k, v in d["times"].items()}
+            calib = d.get("calib")
+            if calib:
+                self.flops, self.bandwidth, self.overhead = (
+                    float(calib[k]) for k in ("flops", "bw", "overhead")
+                )
+            self.times = times
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return  # missing, corrupt or foreign: measure again
+
+    def save(self) -> None:
+        """Write measured times and calibration atomically (a no-op when nothing is new)."""
+        if not self._dirty:
+            return
+        calib = {"flops": self.flops, "bw": self.bandwidth, "overhead": self.overhead}
+        data = {"tag": machine_tag(), "times": self.times, "calib": calib}
+        path = self._file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(data, separators=(",", ":")).encode())
+        self._dirty = False
+
+    def calibrate(self) -> None:
+        """Measure GEMM speed, streaming bandwidth and per-step overhead on this machine."""
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((512, 512), dtype=np.float32)
+        self.flops = 2 * 512**3 / _median(lambda: a @ a)
+        big = rng.standard_normal(1 << 22, dtype=np.float32)
+        self.bandwidth = 2 * big.nbytes / _median(lambda: np.add(big, 1.0))
+        small = np.ones(8, np.float32)
+        self.overhead = max(_median(lambda: np.add(small, 1.0), reps=50) * 4, 1e-6)
+        self._dirty = True
+
+    # -- per node ----------------------------------------------------------------------------
+
+    def op_time(self, sg: SGraph, i: int) -> float:
+        """Seconds for node i run alone (measured or analytic)."""
+        n = sg.nodes[i]
+        if self.mode == "unit":
+            return 1.0
+        if self.mode == "measured" and n.op in REGISTRY and n.op not in FREE_OPS:
+            key = self._config(sg, i)
+            t = self.times.get(key)
+            if t is None:
+                t = self._measure(sg, i)
+                self.times[key] = t
+                self.measured += 1
+                self._dirty = True
+            return t
+        return self._analytic(sg, i)
+
+    def _config(self, sg: SGraph, i: int) -> str:
+        n = sg.nodes[i]
+        ins = [(sg.nodes[c].shape, sg.nodes[c].dtype.str) for c in n.inputs]
+        vals = [repr(sg.nodes[c].value) for c in n.inputs if sg.nodes[c].op == "scalar"]
+        return repr((n.op, ins, vals, frozen(n.attrs)))
+
+    def _measure(self, sg: SGraph, i: int) -> float:
+        n = sg.nodes[i]
+        rng = np.random.default_rng(0)
+        args: list[Any] = []
+        for c in n.inputs:
+            m = sg.nodes[c]
+            if m.op == "scalar":
+                args.append(m.value)
+            elif m.dtype.kind == "f":
+                args.append(rng.standard_normal(m.shape).astype(m.dtype))
+            else:
+                args.append(np.ones(m.shape, m.dtype))
+        kernel = REGISTRY[n.op].kernel
+        return _median(lambda: kernel(*args, **n.attrs)) + self.overhead
+
+    def _analytic(self, sg: SGraph, i: int) -> float:
+        n = sg.nodes[i]
+        ins = [sg.nodes[c] for c in n.inputs]
+        out = _nbytes(n.shape, n.dtype)
+        moved = out + sum(_nbytes(c.shape, c.dtype) for c in ins if c.op != "scalar")
+        flops = 0.0
+        if n.op == "matmul":
+            k = ins[0].shape[-1] if ins[0].shape else 1
+            flops = 2.0 * float(np.prod(n.shape, dtype=np.float64)) * k
+        elif n.op == "conv2d":
+            w = ins[1].shape
+            flops = 2.0 * float(np.prod(n.shape, dtype=np.float64)) * w[1] * w[2] * w[3]
+            moved += out * w[1] * w[2] * w[3] / max(n.shape[1], 1)  # the im2col buffer
+        elif n.op in ("avg_pool2d", "max_pool2d"):
+            k = n.attrs.get("kernel_size", (1, 1))
+            moved += out * float(np.prod(k))
+        return self.overhead + flops / self.flops + moved / self.bandwidth
+
+    # -- per graph ---------------------------------------------------------------------------
+
+    def graph_cost(self, sg: SGraph, order: list[int] | None = None) -> float:
+        """Steady-state seconds for the graph (folded constants free, fusion as the JIT does)."""
+        order = order if order is not None else (sg.topo() or [])
+        const = sg.constant_ids(order)
+        users = sg.consumers(order)
+        absorbed = self._epilogues(sg, order, const, users)
+        total = 0.0
+        ew: list[int] = []
+        for i in order:
+            n = sg.nodes[i]
+            if n.leaf or i in const or i in absorbed or n.op in FREE_OPS:
+                continue
+            opdef = REGISTRY.get(n.op)
+            if opdef is not None and opdef.kind in ELEMENTWISE_KINDS and self.mode != "unit":
+                ew.append(i)
+                continue
+            total += self.op_time(sg, i)
+        return total + self._regions(sg, ew, const, users)
+
+    def _epilogues(self, sg: SGraph, order: list[int], const: set[int], users: dict) -> set[int]:
+        """Bias adds and ReLUs that the library pass folds into their matmul/conv2d."""
+        absorbed: set[int] = set()
+        if self.mode == "unit":
+            return absorbed
+        for i in order:
+            n = sg.nodes[i]
+            if n.op not in ("matmul", "conv2d") or i in const:
+                continue
+            end = i
+            nxt = users.get(end, [])
+            if n.op == "matmul" and len(nxt) == 1 and sg.nodes[nxt[0]].op == "add":
+                add = sg.nodes[nxt[0]]
+                other = add.inputs[1] if add.inputs[0] == end else add.inputs[0]
+                if other != end and add.shape == n.shape and sg.nodes[other].op != "scalar":
+                    absorbed.add(nxt[0])
+                    end = nxt[0]
+            nxt = users.get(end, [])
+            if len(nxt) == 1 and end not in sg.outputs and _is_relu(sg, nxt[0]):
+                absorbed.add(nxt[0])
+        return absorbed
+
+    def _regions(self, sg: SGraph, ew: list[int], const: set[int], users: dict) -> float:
+        """Elementwise nodes grouped into fused regions: one memory pass and one launch each."""
+        if not ew:
+            return 0.0
+        member = set(ew)
+        parent = {i: i for i in ew}
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for i in ew:
+            n = sg.nodes[i]
+            if n.dtype.kind == "f" and _size(n.shape) >= _MIN_JIT:
+                for c in n.inputs:
+                    if c in member and sg.nodes[c].shape == n.shape:
+                        parent[find(c)] = find(i)
+        groups: dict[int, list[int]] = {}
+        for i in ew:
+            groups.setdefault(find(i), []).append(i)
+        outs = set(sg.outputs)
+        total = 0.0
+        for nodes in groups.values():
+            if len(nodes) == 1:
+                total += self.op_time(sg, nodes[0])
+                continue
+            inside = set(nodes)
+            read: set[int] = set()
+            moved = 0.0
+            for i in nodes:
+                for c in sg.nodes[i].inputs:
+                    if c not in inside and c not in read and sg.nodes[c].op != "scalar":
+                        read.add(c)
+                        moved += _nbytes(sg.nodes[c].shape, sg.nodes[c].dtype)
+                if i in outs or any(u not in inside for u in users.get(i, [])):
+                    moved += _nbytes(sg.nodes[i].shape, sg.nodes[i].dtype)
+            total += self.overhead + moved / self.bandwidth
+        return total
+
+
+def _size(shape: tuple) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _is_relu(sg: SGraph, i: int) -> bool:
+    n = sg.nodes[i]
+    if n.op != "maximum" or len(n.inputs) != 2:
+        return False
+    return any(sg.nodes[c].op == "scalar" and sg.nodes[c].value == 0 for c in n.inputs)
+
+
+def _median(fn: Any, reps: int = 5, budget: float = 0.05) -> float:
+    """Median wall time of fn over a few runs (fewer when one run is long)."""
+    fn()  # warm-up: allocation, BLAS threads
+    times = []
+    t_start = time.perf_counter()
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() - t_start > budget and len(times) >= 3:
+            break
+    times.sort()
+    return times[len(times) // 2]

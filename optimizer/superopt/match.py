@@ -1,0 +1,414 @@
+"""Substitutions the search applies: matching (single- and multi-output), conditions, targets.
+
+Two kinds of rule share one interface, `Rule.rewrites(ctx)`, which yields one rewritten
+`SGraph` per match:
+
+- `PatternRule`: source and target patterns as data (s-expressions over `?variables`, one
+  pattern per output, so two-output rules such as "two matmuls sharing an input" are one rule),
+  conditions, target attributes computed from matched shapes. Rules from the verified library
+  are converted to this form (`optimizer.superopt.library_rules`); tests write their own.
+- Structural rules written in Python for the multi-output substitutions that need arithmetic
+  on shapes that patterns cannot say (an enlarged kernel, slice bounds of a merged output):
+  `MergeMatmul`, `MergeConv`, `HoistUnary`, `MatmulAddMerge`. Each is an instance of an
+  equality TASO's generator finds (and the library proves) at small sizes: matmul and conv
+  are linear in their weight, so concatenating weights and splitting the output is exact;
+  zero-padding a kernel by whole taps leaves the convolution unchanged when the padding of
+  the input grows by the same amount; an elementwise op commutes with a split.
+
+Every rewrite goes through `rewrite`: the target must give each replaced output the same
+shape and dtype, the result must be acyclic (a multi-output match can create a cycle when
+one source output feeds the other's inputs), and equal nodes are merged afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from optimizer.rewrite.sexpr import parse
+from optimizer.superopt.apply import RewriteError, SGraph
+
+COMMUTATIVE = frozenset(("add", "multiply", "maximum", "minimum"))
+UNARY = frozenset(("tanh", "sigmoid", "exp", "negative", "abs", "sqrt", "square", "erf", "log"))
+_PAIRS = 8  # at most this many same-input consumers are paired by a merge rule
+
+
+class Context:
+    """What rules read from a graph: live order, consumers, constant ids."""
+
+    def __init__(self, sg: SGraph, order: list[int]) -> None:
+        self.sg = sg
+        self.order = order
+        self.users = sg.consumers(order)
+        self.by_op: dict[str, list[int]] = {}
+        for i in order:
+            self.by_op.setdefault(sg.nodes[i].op, []).append(i)
+
+
+def rewrite(sg: SGraph, name: str, build: Callable[[SGraph], dict[int, int]]) -> SGraph | None:
+    """Copy, build the target (old id -> new id), check types, redirect, reject cycles, CSE."""
+    g = sg.copy()
+    try:
+        mapping = build(g)
+    except RewriteError:
+        return None
+    if not mapping:
+        return None
+    for old, new in mapping.items():
+        a, b = g.nodes[old], g.nodes[new]
+        if a.shape != b.shape or a.dtype != b.dtype or old == new:
+            return None
+    g.redirect(mapping)
+    order = g.topo()
+    if order is None:
+        return None
+    g.prune()
+    g.hashcons(order)
+    g.applied.append(name)
+    return g
+
+
+class Rule:
+    """A substitution: `roots` are the operators a match starts from (the pass's condition)."""
+
+    name = "rule"
+    roots: tuple[str, ...] = ()
+
+    def rewrites(self, ctx: Context) -> Iterator[SGraph]:
+        """One rewritten graph per match."""
+        raise NotImplementedError
+
+
+def _pairs(items: list[int]) -> Iterator[tuple[int, int]]:
+    return itertools.combinations(items[:_PAIRS], 2)
+
+
+class MergeMatmul(Rule):
+    """matmul(x, W1), matmul(x, W2) -> split(matmul(x, concat(W1, W2, axis=1)))."""
+
+    name = "merge-matmul"
+    roots = ("matmul",)
+
+    def rewrites(self, ctx: Context) -> Iterator[SGraph]:
+        """Pairs of matmuls reading the same left operand with 2-D right operands."""
+        sg = ctx.sg
+        for x, users in ctx.users.items():
+            mms = []
+            for u in dict.fromkeys(users):
+                n = sg.nodes[u]
+                if (
+                    n.op == "matmul"
+                    and n.inputs[0] == x
+                    and n.inputs[1] != x
+                    and len(sg.nodes[n.inputs[1]].shape) == 2
+                ):
+                    mms.append(u)
+            for a, b in _pairs(mms):
+                yield from _with_hoist(
+                    rewrite(sg, self.name, lambda g, a=a, b=b, x=x: self._build(g, x, a, b))
+                )
+
+    @staticmethod
+    def _build(g: SGraph, x: int, a: int, b: int) -> dict[int, int]:
+        wa, wb = g.nodes[a].inputs[1], g.nodes[b].inputs[1]
+        na, nb = g.nodes[wa].shape[1], g.nodes[wb].shape[1]
+        m = g.add("matmul", [x, g.add("concat", [wa, wb], {"axis": 1})])
+        axis = len(g.nodes[m].shape) - 1
+        return {
+            a: g.add("slice_axis", [m], {"axis": axis, "start": 0, "stop": na}),
+            b: g.add("slice_axis", [m], {"axis": axis, "start": na, "stop": na + nb}),
+        }
+
+
+class MergeConv(Rule):
+    """conv(x, W1), conv(x, W2) -> split(conv(x, concat(enlarge(W1), W2))) (kernels enlarged to match)."""
+
+    name = "merge-conv"
+    roots = ("conv2d",)
+
+    def rewrites(self, ctx: Context) -> Iterator[SGraph]:
+        """Pairs of ungrouped convolutions of one input with the same stride and dilation."""
+        sg = ctx.sg
+        for x, users in ctx.users.items():
+            convs = []
+            for u in dict.fromkeys(users):
+                n = sg.nodes[u]
+                if n.op == "conv2d" and n.inputs[0] == x and n.attrs.get("groups", 1) == 1:
+                    convs.append(u)
+            for a, b in _pairs(convs):
+                na, nb = sg.nodes[a], sg.nodes[b]
+                same = all(na.attrs[k] == nb.attrs[k] for k in ("stride", "dilation"))
+                if same and len(na.inputs) == len(nb.inputs):
+                    g = rewrite(sg, self.name, lambda g, a=a, b=b, x=x: self._build(g, x, a, b))
+                    yield from _with_hoist(g)
+
+    @staticmethod
+    def _build(g: SGraph, x: int, a: int, b: int) -> dict[int, int]:
+        na, nb = g.nodes[a], g.nodes[b]
+        ka, kb = g.nodes[na.inputs[1]].shape[2:], g.nodes[nb.inputs[1]].shape[2:]
+        big = (max(ka[0], kb[0]), max(ka[1], kb[1]))
+        dil = na.attrs["dilation"]
+        weights, pads = [], []
+        for n, k in ((na, ka), (nb, kb)):
+            grow = (big[0] - k[0], big[1] - k[1])
+            if grow[0] % 2 or grow[1] % 2:
+                raise RewriteError("kernels cannot be centred on each other")
+            half = (grow[0] // 2, grow[1] // 2)
+            w = n.inputs[1]
+            if half != (0, 0):
+                width = ((0, 0), (0, 0), (half[0], half[0]), (half[1], half[1]))
+                w = g.add("pad", [w], {"pad_width": width, "mode": "constant", "constant_values": 0})
+            weights.append(w)
+            pads.append(tuple(n.attrs["padding"][d] + half[d] * dil[d] for d in range(2)))
+        if pads[0] != pads[1]:
+            raise RewriteError("the convolutions would not line up")
+        ins = [x, g.add("concat", weights, {"axis": 0})]
+        if len(na.inputs) == 3:
+            ins.append(g.add("concat", [na.inputs[2], nb.inputs[2]], {"axis": 0}))
+        attrs = {"stride": na.attrs["stride"], "padding": pads[0], "dilation": dil, "groups": 1}
+        y = g.add("conv2d", ins, attrs)
+        ca = g.nodes[na.inputs[1]].shape[0]
+        cb = g.nodes[nb.inputs[1]].shape[0]
+        return {
+            a: g.add("slice_axis", [y], {"axis": 1, "start": 0, "stop": ca}),
+            b: g.add("slice_axis", [y], {"axis": 1, "start": ca, "stop": ca + cb}),
+        }
+
+
+class HoistUnary(Rule):
+    """u(slice(y, p1)), u(slice(y, p2)) -> slice(u(y), p1), slice(u(y), p2) (ReLU, tanh, ...)."""
+
+    name = "hoist-unary"
+    roots = ("slice_axis",)
+
+    def rewrites(self, ctx: Context) -> Iterator[SGraph]:
+        """Slices of one array each read by the same elementwise op (ReLU: the same scalar)."""
+        sg = ctx.sg
+        for y, users in ctx.users.items():
+            groups: dict[tuple, list[tuple[int, int]]] = {}
+            for s in dict.fromkeys(users):
+                if sg.nodes[s].op != "slice_axis":
+                    continue
+                for u in dict.fromkeys(ctx.users.get(s, [])):
+                    sig = self._signature(sg, u, s)
+                    if sig is not None:
+                        groups.setdefault(sig, []).append((s, u))
+            for members in groups.values():
+                if len({s for s, _ in members}) >= 2:
+                    yield from _maybe(rewrite(sg, self.name, lambda g, y=y, m=members: self._build(g, y, m)))
+
+    @staticmethod
+    def _signature(sg: SGraph, u: int, s: int) -> tuple | None:
+        n = sg.nodes[u]
+        if n.op in UNARY and n.inputs == (s,):
+            return (n.op,)
+        if n.op in ("maximum", "minimum") and len(n.inputs) == 2 and s in n.inputs:
+            other = sg.nodes[n.inputs[1] if n.inputs[0] == s else n.inputs[0]]
+            if other.op == "scalar" and other.inputs == ():
+                return (n.op, type(other.value).__name__, repr(other.value))
+        return None
+
+    @staticmethod
+    def _build(g: SGraph, y: int, members: list[tuple[int, int]]) -> dict[int, int]:
+        s0, u0 = members[0]
+        n = g.nodes[u0]
+        if len(n.inputs) == 2:
+            scalar = n.inputs[1] if n.inputs[0] == s0 else n.inputs[0]
+            for _, u in members:
+                un = g.nodes[u]
+                g.value_guards.add(un.inputs[1] if un.inputs[0] != scalar else un.inputs[0])
+            g.value_guards.add(scalar)
+            whole = g.add(n.op, [y, scalar])
+        else:
+            whole = g.add(n.op, [y])
+        out = {}
+        for s, u in members:
+            out[u] = g.add("slice_axis", [whole], dict(g.nodes[s].attrs))
+        return out
+
+
+class MatmulAddMerge(Rule):
+    """matmul(x, A) + matmul(h, B) -> matmul(concat(x, h, axis=1), concat(A, B, axis=0))."""
+
+    name = "matmul-add-merge"
+    roots = ("matmul",)
+
+    def rewrites(self, ctx: Context) -> Iterator[SGraph]:
+        """Sums of two 2-D matmuls with the same number of rows and columns."""
+        sg = ctx.sg
+        for a in ctx.by_op.get("add", []):
+            n = sg.nodes[a]
+            if len(n.inputs) != 2 or n.inputs[0] == n.inputs[1]:
+                continue
+            p, q = (sg.nodes[i] for i in n.inputs)
+            if p.op == q.op == "matmul" and all(len(sg.nodes[i].shape) == 2 for i in p.inputs + q.inputs):
+                yield from _maybe(rewrite(sg, self.name, lambda g, a=a: self._build(g, a)))
+
+    @staticmethod
+    def _build(g: SGraph, a: int) -> dict[int, int]:
+        p, q = (g.nodes[i] for i in g.nodes[a].inputs)
+        x = g.add("concat", [p.inputs[0], q.inputs[0]], {"axis": 1})
+        w = g.add("concat", [p.inputs[1], q.inputs[1]], {"axis": 0})
+        return {a: g.add("matmul", [x, w])}
+
+
+def _maybe(g: SGraph | None) -> Iterator[SGraph]:
+    if g is not None:
+        yield g
+
+
+def _with_hoist(g: SGraph | None) -> Iterator[SGraph]:
+    """A merge, and the merge with its pieces' common activation moved before the split.
+
+    Merging alone loses the library step's fused ReLU (the ReLU now reads a slice), so it
+    usually costs more than alpha allows; the compound rewrite (4 source operators, as
+    TASO's larger substitutions) is what pays, so both are offered to the search.
+    """
+    if g is None:
+        return
+    yield g
+    order = g.topo()
+    if order is not None:
+        yield from HoistUnary().rewrites(Context(g, order))
+
+
+def builtin_rules() -> list[Rule]:
+    """The structural multi-output substitutions (see the module docstring)."""
+    return [MergeMatmul(), MergeConv(), HoistUnary(), MatmulAddMerge()]
+
+
+# -- rules as data ------------------------------------------------------------------------------
+
+
+class PatternRule(Rule):
+    """Source and target s-expression patterns (one per output), conditions; see `pattern_rule`."""
+
+    def __init__(self, name: str, src: list, dst: list, when: list) -> None:
+        if len(src) != len(dst) or not src:
+            raise ValueError(f"rule {name}: source and target need the same number of outputs")
+        self.name = name
+        self.src = src
+        self.dst = dst
+        self.when = when
+        self.roots = tuple(dict.fromkeys(p[0] for p in src if isinstance(p, list)))
+
+    def rewrites(self, ctx: Context) -> Iterator[SGraph]:
+        """Every match of all source patterns (distinct roots), conditions true."""
+        if not all(isinstance(p, list) for p in self.src):
+            return
+        for env in self._match_all(ctx, 0, {}, ()):
+            roots = env.pop("#roots")
+            yield from _maybe(rewrite(ctx.sg, self.name, lambda g, e=env, r=roots: self._build(g, e, r)))
+
+    def _match_all(self, ctx: Context, k: int, env: dict, roots: tuple) -> Iterator[dict]:
+        if k == len(self.src):
+            if _conditions(ctx.sg, self.when, env):
+                yield {**env, "#roots": roots}
+            return
+        for i in ctx.by_op.get(self.src[k][0], []):
+            if i in roots:
+                continue
+            for e in _match(ctx.sg, self.src[k], i, dict(env)):
+                yield from self._match_all(ctx, k + 1, e, (*roots, i))
+
+    def _build(self, g: SGraph, env: dict, roots: tuple) -> dict[int, int]:
+        for name, i in env.items():
+            if g.nodes[i].op == "scalar" and name.startswith("#c"):
+                g.value_guards.add(i)
+        return {r: _build_target(g, t, env) for r, t in zip(roots, self.dst)}
+
+
+def pattern_rule(name: str, src: list[str] | str, dst: list[str] | str, when: list[str] = ()) -> PatternRule:
+    """A data rule: `src`/`dst` s-expressions (lists for multi-output rules), `when` conditions.
+
+    Patterns: `?x` any node (repeated: the same node), a number: a scalar of that value,
+    `(op arg ... :attr value)`: an operator node (commutative ops in either order). Target
+    attribute values: numbers, `(dim ?x axis)`, `(+ e e)`. Conditions: `(rank ?x n)`,
+    `(same_shape ?a ?b)`, `(constant ?x)` (weights/scalars only), `(kind ?x f)`, `(scalar ?x)`.
+    """
+    srcs = [src] if isinstance(src, str) else list(src)
+    dsts = [dst] if isinstance(dst, str) else list(dst)
+    return PatternRule(name, [parse(s) for s in srcs], [parse(d) for d in dsts], [parse(c) for c in when])
+
+
+def _split_args(p: list) -> tuple[list, dict]:
+    args, attrs, i = [], {}, 1
+    while i < len(p):
+        if isinstance(p[i], str) and p[i].startswith(":"):
+            attrs[p[i][1:]] = p[i + 1]
+            i += 2
+        else:
+            args.append(p[i])
+            i += 1
+    return args, attrs
+
+
+def _match(sg: SGraph, pat: Any, i: int, env: dict) -> Iterator[dict]:
+    n = sg.nodes[i]
+    if isinstance(pat, str) and pat.startswith("?"):
+        prev = env.get(pat)
+        if prev is None:
+            yield {**env, pat: i}
+        elif prev == i:
+            yield env
+        return
+    if isinstance(pat, (int, float)) and not isinstance(pat, bool):
+        if n.op in ("scalar", "const") and n.shape == () and n.value == pat:
+            yield {**env, f"#c{len(env)}": i}
+        return
+    if not isinstance(pat, list) or n.op != pat[0]:
+        return
+    args, attrs = _split_args(pat)
+    if len(args) != len(n.inputs) or any(n.attrs.get(k) != v for k, v in attrs.items()):
+        return
+    orders = [n.inputs]
+    if n.op in COMMUTATIVE and len(n.inputs) == 2:
+        orders.append(n.inputs[::-1])
+    for ins in orders:
+        envs = [env]
+        for p, c in zip(args, ins):
+            envs = [e2 for e in envs for e2 in _match(sg, p, c, e)]
+        yield from envs
+
+
+def _conditions(sg: SGraph, when: list, env: dict) -> bool:
+    order = None
+    for c in when:
+        what, a = c[0], sg.nodes[env[c[1]]]
+        if what == "rank":
+            ok = len(a.shape) == c[2]
+        elif what == "same_shape":
+            ok = a.shape == sg.nodes[env[c[2]]].shape
+        elif what == "kind":
+            ok = a.dtype.kind in str(c[2])
+        elif what == "scalar":
+            ok = a.op == "scalar"
+        elif what == "constant":
+            order = order if order is not None else sg.constant_ids(sg.topo() or [])
+            ok = env[c[1]] in order
+        else:
+            raise ValueError(f"unknown condition {c!r}")
+        if not ok:
+            return False
+    return True
+
+
+def _attr_value(g: SGraph, v: Any, env: dict) -> Any:
+    if isinstance(v, list) and v and v[0] == "dim":
+        return g.nodes[env[v[1]]].shape[int(v[2])]
+    if isinstance(v, list) and v and v[0] == "+":
+        return sum(_attr_value(g, x, env) for x in v[1:])
+    if isinstance(v, list):
+        return tuple(_attr_value(g, x, env) for x in v)
+    return v
+
+
+def _build_target(g: SGraph, t: Any, env: dict) -> int:
+    if isinstance(t, str) and t.startswith("?"):
+        return env[t]
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        return g.leaf("scalar", (), type(t), value=t)
+    args, attrs = _split_args(t)
+    ins = [_build_target(g, a, env) for a in args]
+    return g.add(t[0], ins, {k: _attr_value(g, v, env) for k, v in attrs.items()})
