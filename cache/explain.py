@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from cache.key import LEAF_SCALAR, is_leaf_token
 from cache.store import Entry
@@ -101,3 +102,29 @@ def explain_miss(skey: tuple, entries: Iterable[Entry]) -> str:
         return f"nothing cached yet ({len(skey[0])} nodes)"
     first, count, what, e = best
     return f"nearest entry {e.digest[:12]} differs in {count} node(s); first: {what}"
+
+
+def _mib(n: int) -> str:
+    return f"{n} B" if n < 2**10 else f"{n / 2**20:.3f} MiB"
+
+
+def memory_lines(plan: Any) -> list[str]:
+    """The memory plan of a cached plan: the chosen order, and the last metered run's peaks."""
+    lines = []
+    info = plan.tgraph.artifacts.get("schedule")
+    if isinstance(info, dict):
+        proof = ", proven optimal" if info.get("optimal") else ""
+        lines.append(
+            f"memory plan: order by {info.get('method')} ({len(plan.steps)} steps{proof}), predicted peak "
+            f"{_mib(int(info.get('peak', 0)))} vs {_mib(int(info.get('recorded_peak', 0)))} "
+            "in the recorded order (sizes when it was planned)"
+        )
+    else:
+        lines.append("memory plan: recorded order (the planner was off or the plan is too small)")
+    if plan.memory is not None:
+        pred, meas, reused, inplace = plan.memory
+        lines.append(
+            f"last metered run: peak {_mib(pred)} predicted, {_mib(meas)} measured; "
+            f"{reused} buffers reused (out=), {inplace} in-place writes"
+        )
+    return lines

@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from math import prod
+from sys import getrefcount
 from typing import Any
 
 import numpy as np
 
+from cache.meter import Layout, Meter, owner
 from cache.recipe import CONSTRUCTORS, Recipe, RecipeError, compile_guard
 from ops.base import REGISTRY
+from ops.movement import build_index
 from ops.node import Node
+from ops.views import materialize
 
 
 class EvaluationError(RuntimeError):
@@ -147,7 +152,19 @@ class Step:
 class Plan:
     """A transformation graph made executable (built once per entry, reused on every hit)."""
 
-    __slots__ = ("tgraph", "size", "leaves", "steps", "guards", "pmap", "program")
+    __slots__ = (
+        "tgraph",
+        "size",
+        "leaves",
+        "steps",
+        "guards",
+        "pmap",
+        "program",
+        "pos",
+        "inplace",
+        "layouts",
+        "memory",
+    )
 
     def __init__(self, tg: TransformationGraph, tokens: tuple) -> None:
         self.tgraph = tg
@@ -167,6 +184,10 @@ class Plan:
                     raise RecipeError(f"unknown constructor {recipe.ctor!r}")
                 by_q[q] = Step(build(recipe, tg.artifacts), n[2], q, -1, recipe, recipe.label)
         self.steps = [by_q[q] for q in tg.order]
+        #: keep set -> the buffer layout learnt for it (see cache/meter.py)
+        self.layouts: dict[frozenset, Layout] = {}
+        #: the last metered run: (predicted peak, measured peak, buffers reused, in-place writes)
+        self.memory: tuple[int, int, int, int] | None = None
         self._liveness()
 
     def reorder(self, order: list[int]) -> None:
@@ -175,11 +196,16 @@ class Plan:
         by_q = {s.out: s for s in self.steps}
         self.tgraph.order = list(order)
         self.steps = [by_q[q] for q in order]
+        self.layouts.clear()
         self._liveness()
 
     def _liveness(self) -> None:
-        """Each value dies after its last consumer (the caller's `keep` set overrides at run time)."""
-        last: dict[int, int] = {}
+        """Each value dies after its last consumer (the caller's `keep` set overrides at run time).
+
+        A value nobody reads dies right after it is produced (the memory model says so). An
+        `assign` step whose base dies at that step may write into the base instead of a copy.
+        """
+        last: dict[int, int] = {s.out: i for i, s in enumerate(self.steps)}
         for i, s in enumerate(self.steps):
             for q in s.ins:
                 last[q] = i
@@ -188,8 +214,14 @@ class Plan:
         for q, i in last.items():
             if q not in leaf_slots:
                 dies[i].append(q)
+        self.pos = {s.out: i for i, s in enumerate(self.steps)}
+        self.inplace = []
         for s, d in zip(self.steps, dies):
             s.dies = tuple(d)
+            base = s.ins[0] if s.ins else -1
+            self.inplace.append(
+                s.name == "assign" and s.src >= 0 and base in self.pos and base in d and base not in s.ins[1:]
+            )
         self.recompile()
 
     def recompile(self) -> None:
@@ -206,16 +238,32 @@ class Plan:
                 return False
         return True
 
-    def run(self, nodes: list[Node], keep: set[int], trace: Callable | None = None) -> list[Any]:
+    def run(
+        self,
+        nodes: list[Node],
+        keep: set[int],
+        trace: Callable | None = None,
+        layout: Layout | None = None,
+        meter: Meter | None = None,
+    ) -> list[Any]:
         """Bind P''s leaves, run every step, and return the values by Q slot.
 
         `keep` are Q slots whose values must survive (memoized P nodes); the others are
         freed after their last consumer. `trace(name, shape, dtype, seconds)` sees each step.
+        `layout` says which freed buffers later steps write into (`out=`); `meter` counts the
+        bytes of the buffers this run holds (allocate/free accounting, for the measured peak).
         """
         vals: list[Any] = [None] * self.size
         for q, p in self.leaves:
             vals[q] = nodes[p].buffer
-        for fn, ins, out, src, recover, dies in self.program:
+        if meter is not None:
+            meter.start(self, vals)
+        take = give = pool = None
+        if layout is not None:
+            take, give, pool = layout.take, layout.give, [None] * layout.nbuf
+        inplace = self.inplace
+        reused = written = 0
+        for i, (fn, ins, out, src, recover, dies) in enumerate(self.program):
             if recover is None:
                 node = nodes[src]
                 attrs, shape, dtype = node.attrs, node.shape, node.dtype
@@ -223,13 +271,30 @@ class Plan:
                 attrs, shape, dtype = recover(nodes)
             t = time.perf_counter() if trace is not None else 0.0
             try:
-                # the common arities without building an argument list
-                if len(ins) == 2:
-                    v = fn(vals[ins[0]], vals[ins[1]], **attrs)
-                elif len(ins) == 1:
-                    v = fn(vals[ins[0]], **attrs)
-                else:
-                    v = fn(*[vals[i] for i in ins], **attrs)
+                v = None
+                if inplace[i] and ins[0] not in keep:
+                    v = _assign_in_place(vals, ins, dtype, attrs)
+                    written += v is not None
+                elif take is not None and take[i] >= 0:
+                    o = pool[take[i]]
+                    if o is not None:
+                        pool[take[i]] = None
+                        if meter is not None:
+                            meter.idle -= o.nbytes
+                        n = prod(shape)
+                        if o.dtype == dtype and o.size >= n:
+                            dest = o if o.shape == shape else o.reshape(-1)[:n].reshape(shape)
+                            v = fn(*[vals[k] for k in ins], out=dest, **attrs)
+                            reused += 1
+                        o = dest = None  # no stray reference: a later in-place write checks counts
+                if v is None:
+                    # the common arities without building an argument list
+                    if len(ins) == 2:
+                        v = fn(vals[ins[0]], vals[ins[1]], **attrs)
+                    elif len(ins) == 1:
+                        v = fn(vals[ins[0]], **attrs)
+                    else:
+                        v = fn(*[vals[k] for k in ins], **attrs)
             except Exception as e:
                 raise _kernel_error(e, nodes, src, ins, vals) from e
             if type(v) is not np.ndarray:
@@ -240,12 +305,53 @@ class Plan:
                     f"internal error: {name} produced {v.shape} {v.dtype}, recorded as {shape} {dtype}"
                 )
             vals[out] = v
+            if meter is not None:
+                meter.step(i, v, ins, out, shape, dtype)
             if trace is not None:
                 trace(nodes[src].op.name if src >= 0 else "new", shape, dtype, time.perf_counter() - t)
+            grabbed = None
+            if give is not None and give[i]:
+                # the owners of buffers a later step writes into, taken before their last holder drops
+                grabbed = [(owner(vals[s]), b) for s, b in give[i] if type(vals[s]) is np.ndarray]
             for d in dies:
                 if d not in keep:
+                    if meter is not None:
+                        meter.drop(d)
                     vals[d] = None
+            while grabbed:
+                o, b = grabbed.pop()
+                # pooled only when nothing else holds the buffer (a view, a memo, the user)
+                if getrefcount(o) == 2 and o.base is None and o.flags.writeable and o.flags.c_contiguous:
+                    pool[b] = o
+                    if meter is not None:
+                        meter.idle += o.nbytes
+                del o
+        if meter is not None:
+            meter.reused, meter.inplace = reused, written
         return vals
+
+
+def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np.ndarray | None:
+    """`assign` writing into its dying base when nothing else holds the base (else None: copy)."""
+    base = vals[ins[0]]
+    # held by `vals`, `base` and getrefcount's argument only: no view, memo or user shares it
+    if (
+        type(base) is not np.ndarray
+        or getrefcount(base) != 3
+        or base.base is not None
+        or base.dtype != dtype
+        or not base.flags.writeable
+        or not base.flags.c_contiguous
+    ):
+        return None
+    view, index = attrs.get("view"), attrs.get("index")
+    target = base if view is None else materialize(base, view, writeable=True)
+    value = vals[ins[1]]
+    if index is None:
+        target[...] = value
+    else:
+        target[build_index(index, tuple(vals[k] for k in ins[2:]))] = value
+    return base
 
 
 def _kernel_error(e: Exception, nodes: list[Node], src: int, ins: tuple, vals: list) -> Exception:

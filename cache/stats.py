@@ -75,6 +75,22 @@ class Stats:
         self.run_seconds = 0.0
         self.used: dict[str, Entry] = {}
         self.history = History()
+        # metered evaluations (see cache/meter.py): peaks in bytes, reuse counts
+        self.metered = 0
+        self.peak_predicted = 0
+        self.peak_measured = 0
+        self.peak_mismatches = 0
+        self.buffers_reused = 0
+        self.inplace_writes = 0
+
+    def record_memory(self, predicted: int, measured: int, reused: int, inplace: int) -> None:
+        """Account one metered evaluation: its predicted and measured peak bytes."""
+        self.metered += 1
+        self.peak_predicted = max(self.peak_predicted, predicted)
+        self.peak_measured = max(self.peak_measured, measured)
+        self.peak_mismatches += predicted != measured
+        self.buffers_reused += reused
+        self.inplace_writes += inplace
 
     def record(
         self, outcome: str, entry: Entry | None, hash_s: float, prep_s: float, run_s: float, n: int
@@ -117,6 +133,12 @@ class Stats:
             "disk_hits": self.disk_hits,
             "disk_writes": self.disk_writes,
             "corrupt_entries": self.corrupt,
+            "metered_evaluations": self.metered,
+            "peak_predicted_bytes": self.peak_predicted,
+            "peak_measured_bytes": self.peak_measured,
+            "peak_mismatches": self.peak_mismatches,
+            "buffers_reused": self.buffers_reused,
+            "inplace_writes": self.inplace_writes,
         }
         if per_entry:
             out["entries"] = [e.summary() for e in self.used.values()]

@@ -40,6 +40,14 @@ def log_evaluation(
         log(f"eval #{_stats['evaluations']}: {kernels} nodes run in {seconds * 1e3:.3f} ms -> {outs}{extra}")
 
 
+def fmt_bytes(n: int) -> str:
+    """Bytes for log lines: 512 B, 3.1 KiB, 12.0 MiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def evaluation_stats() -> dict[str, int]:
     """Totals since start: evaluations run and kernels executed."""
     return dict(_stats)

@@ -29,13 +29,14 @@ import numpy as np
 
 import optimizer
 from cache import disk as diskmod
-from cache.explain import explain_miss
+from cache.explain import explain_miss, memory_lines
 from cache.graph import Graph
 from cache.key import Walk, walk
+from cache.meter import Meter
 from cache.plan import EvaluationError, Plan
 from cache.stats import Stats
 from cache.store import Entry, MemoryStore, key_json
-from lazygraph import debug
+from lazygraph import debug, memplan
 from ops.creation import BUFFER
 from ops.node import Node
 from optimizer.rewrite.report import REPORT
@@ -194,14 +195,24 @@ def _build(w: Walk, optimize: bool, verbose: int, report: bool = True) -> tuple[
     return g, g.finalize()
 
 
-def _structural(w: Walk, opt: bool) -> tuple:
-    """The process-independent key (tokens, roots), marked when the optimizer is off."""
-    return w.structural_key if opt else (*w.structural_key, "noopt")
+def _structural(w: Walk, opt: bool, sched: bool) -> tuple:
+    """The process-independent key (tokens, roots), marked when the optimizer or planner is off."""
+    skey = w.structural_key if opt else (*w.structural_key, "noopt")
+    return skey if sched else (*skey, "nosched")
 
 
-def _miss(w: Walk, key: tuple, entry: Entry | None, mode: str, opt: bool, verbose: int) -> tuple:
+def _keep_slots(plan: Plan, keep: set[int]) -> set[int]:
+    """The Q slots holding the memoized P nodes."""
+    pmap = plan.pmap
+    return {q for q in (pmap[p] for p in keep) if q >= 0}
+
+
+def _miss(
+    w: Walk, key: tuple, entry: Entry | None, mode: str, opt: bool, verbose: int, keep: set[int]
+) -> tuple:
     """No applicable variant in memory: try the disk, else optimize and store."""
-    skey = entry.skey if entry is not None else _structural(w, opt)
+    sched = memplan.enabled()
+    skey = entry.skey if entry is not None else _structural(w, opt, sched)
     text = entry.json if entry is not None else key_json(skey)
     store = _disk_store() if mode != "memory" else None
     if store is not None and entry is None:
@@ -222,6 +233,8 @@ def _miss(w: Walk, key: tuple, entry: Entry | None, mode: str, opt: bool, verbos
         entry = Entry(key, skey, text)
         MEMORY.put(entry)
     plan = entry.add(tg)
+    if sched:  # the chosen order is part of the transformation (saved below, replayed on hits)
+        memplan.schedule_plan(plan, w.nodes, _keep_slots(plan, keep))
     entry.misses += 1
     entry.optimize_seconds += time.perf_counter() - t
     if store is not None:
@@ -251,22 +264,32 @@ def evaluate(roots: Sequence[Node]) -> None:
     mode = env.get("LAZYGRAPH_CACHE", "1")
     opt = env.get("LAZYGRAPH_OPTIMIZE", "1") != "0"
     key = w.key if opt else (*w.key, -2)
+    sched = memplan.enabled()
+    if not sched:
+        key = (*key, -3)
+    metering = verbose >= 1 or env.get("LAZYGRAPH_MEASURE", "0") not in ("", "0")
     t_settings = time.perf_counter() - t1
     t1 += t_settings
     entry = None
+    keep = _memoized(w)
     if mode == "0" or not w.cacheable:
         plan: Plan | None = Plan(_build(w, opt, verbose)[1], w.tokens)
+        if sched:
+            memplan.schedule_plan(plan, w.nodes, _keep_slots(plan, keep))
         outcome = "off"
     else:
         entry = MEMORY.get(key)
         plan = entry.select(w.nodes) if entry is not None else None
         outcome = "hit"
         if plan is None:
-            plan, entry, outcome = _miss(w, key, entry, mode, opt, verbose)
+            plan, entry, outcome = _miss(w, key, entry, mode, opt, verbose, keep)
     t2 = time.perf_counter()
-    keep = _memoized(w)
     pmap = plan.pmap
-    keepq = {pmap[p] for p in keep}
+    keepq = _keep_slots(plan, keep)
+    fkeep = frozenset(keepq)
+    layout = plan.layouts.get(fkeep)
+    # runs are metered until a layout is learnt for these kept values, and when asked for
+    meter = Meter() if metering or layout is None else None
     trace = None
     if verbose >= 2:
 
@@ -274,7 +297,9 @@ def evaluate(roots: Sequence[Node]) -> None:
             debug.log(f"  {name}{list(shape)} {dtype}: {seconds * 1e6:.1f} us", at=2)
 
     with np.errstate(all="ignore"):
-        vals = plan.run(w.nodes, keepq, trace)
+        vals = plan.run(w.nodes, keepq, trace, layout, meter)
+    if meter is not None:
+        _account(plan, w.nodes, keepq, fkeep, layout, meter)
     nodes = w.nodes
     for p in keep:
         q = pmap[p]
@@ -298,9 +323,31 @@ def evaluate(roots: Sequence[Node]) -> None:
             f"cache {what}{digest}, hash {(t1 - t0 - t_settings) * 1e6:.0f} us, "
             f"{'replay' if outcome in ('hit', 'disk') else 'optimize'} {prep * 1e6:.0f} us"
         )
+        if plan.memory is not None:
+            pred, meas, reused, inplace = plan.memory
+            detail += (
+                f", peak {debug.fmt_bytes(pred)} predicted / {debug.fmt_bytes(meas)} measured"
+                f" ({reused} buffers reused, {inplace} in-place writes)"
+            )
         debug.log_evaluation(roots, len(plan.steps), t3 - t0, detail, verbose)
     else:
         debug.log_evaluation(roots, len(plan.steps), t3 - t0, "", verbose)
+
+
+def _account(
+    plan: Plan, nodes: list[Node], keepq: set[int], fkeep: frozenset, layout: Any, meter: Meter
+) -> None:
+    """After a metered run: the predicted and measured peaks; a layout for the next runs."""
+    if layout is None or layout.key != (tuple(meter.sizes), tuple(meter.aliases), tuple(meter.dtypes)):
+        # first run with these kept values, or sizes/aliases changed: plan for what was observed
+        # (a run without a layout reuses nothing, and reuse never raises the peak)
+        fresh = memplan.layout_for(plan, nodes, keepq, meter)
+        memplan.remember(plan, fkeep, fresh)
+        predicted = fresh.predicted
+    else:
+        predicted = layout.predicted
+    plan.memory = (predicted, meter.peak, meter.reused, meter.inplace)
+    STATS.record_memory(predicted, meter.peak, meter.reused, meter.inplace)
 
 
 def realize(node: Node, buffer: np.ndarray) -> None:
@@ -320,9 +367,16 @@ def explain_lines(roots: Sequence[Node]) -> list[str]:
         return ["Q = nothing to run (every output is already evaluated)"]
     opt = os.environ.get("LAZYGRAPH_OPTIMIZE", "1") != "0"
     key = w.key if opt else (*w.key, -2)
+    if not memplan.enabled():
+        key = (*key, -3)
     entry = MEMORY.get(key) if w.cacheable else None
-    cached = entry is not None and entry.select(w.nodes) is not None
+    plan = entry.select(w.nodes) if entry is not None else None
+    cached = plan is not None
     g, tg = _build(w, opt, 0, report=False)
+    if plan is None:  # what the planner would choose for this graph (nothing runs)
+        plan = Plan(tg, w.tokens)
+        if memplan.enabled():
+            memplan.schedule_plan(plan, w.nodes, _keep_slots(plan, _memoized(w)))
     status = f"cached as {entry.digest[:8]}" if cached else "not cached yet"
     passes = ", ".join(g.fired) or "none"
     head = (
@@ -331,4 +385,4 @@ def explain_lines(roots: Sequence[Node]) -> list[str]:
     )
     rules = g.artifacts.get("rules", {})
     fired = ["rules fired = " + ", ".join(f"{k} x{v}" for k, v in sorted(rules.items()))] if rules else []
-    return [head, *fired, *REPORT.lines(), *g.lines()]
+    return [head, *fired, *REPORT.lines(), *g.lines(), *memory_lines(plan)]

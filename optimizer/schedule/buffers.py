@@ -47,11 +47,15 @@ class BufferPlan:
         return out
 
 
-def plan_buffers(dag: Dag, order: Sequence[int], limit: int | None = None) -> BufferPlan:
+def plan_buffers(
+    dag: Dag, order: Sequence[int], limit: int | None = None, takes: Sequence[bool] | None = None
+) -> BufferPlan:
     """Assign every value of `order` a buffer, reusing freed ones of its dtype when they fit.
 
     A freed buffer is reused only if holding it idle until then, and the bytes it has beyond the
     new value's size, keep every step within `limit` (default: the order's model peak).
+    `takes[v]` False: v cannot write into a given buffer (its kernel allocates), so it gets a new
+    one; its buffer can still be reused by later values once freed.
     """
     n = dag.n
     steps, _ = live_profile(dag, order)
@@ -75,7 +79,9 @@ def plan_buffers(dag: Dag, order: Sequence[int], limit: int | None = None) -> Bu
             kept = s in dag.kept_storage
             end = n - 1 if kept else max(pos[u] for u in bits(dag.free_mask[s]))
             pool = pools.setdefault(dag.dtypes[v], [])
-            b = _reuse(pool, held, dag.sizes[v], t, end, cap_limit, exact=kept)
+            b = None
+            if takes is None or takes[v]:
+                b = _reuse(pool, held, dag.sizes[v], t, end, cap_limit, exact=kept)
             if b is None:
                 b = len(buffers)
                 buffers.append((dag.dtypes[v], dag.sizes[v]))

@@ -1,0 +1,119 @@
+"""Memory accounting for one run of a plan, and the buffer layout a run follows.
+
+`Meter` is the measurement: it counts the bytes of the buffers a run holds, as the run
+allocates and frees them (a buffer is the NumPy array that owns the memory, so a view or an
+in-place write adds nothing, and a buffer is released when no value of the run refers to it
+any more; buffers the user already held, the leaves, are not counted). It also records what
+the planner needs to predict the next runs: each step's output bytes (shape x itemsize) and
+which input's buffer the output shares, if any (a view; `reshape` and a few kernels decide that
+by the data layout, so it is observed rather than assumed).
+
+`Layout` is plain data made from a metered run by the executor's planner: which planned
+buffer each step may write into (`take`, through the kernel's `out=`) and which buffers are
+kept for a later step when their last value dies (`give`), plus the predicted peak bytes.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any
+
+import numpy as np
+
+#: Meter.aliases entry for an output that shares a leaf's memory (allocates nothing)
+LEAF_ALIAS = -2
+
+
+def owner(a: np.ndarray) -> np.ndarray:
+    """The array that owns a's memory (a itself unless a is a view)."""
+    b = a.base
+    while type(b) is np.ndarray:
+        a = b
+        b = a.base
+    return a
+
+
+class Layout:
+    """Where a run's outputs go: planned buffers reused through `out=`, and the peak it predicts."""
+
+    __slots__ = ("key", "take", "give", "nbuf", "predicted", "reuses")
+
+    def __init__(
+        self,
+        key: tuple,
+        take: list[int],
+        give: list[list[tuple[int, int]]],
+        nbuf: int,
+        predicted: int,
+    ) -> None:
+        self.key = key  # (step bytes, step aliases, step dtypes) the layout was planned for
+        self.take = take  # step -> planned buffer it writes into when it holds one, else -1
+        self.give = give  # step -> (slot, buffer): after the step, keep the slot's buffer for reuse
+        self.nbuf = nbuf
+        self.predicted = predicted  # predicted peak bytes of a run with this layout
+        self.reuses = sum(1 for b in take if b >= 0)
+
+
+class Meter:
+    """Allocate/free accounting of the buffers one run holds (see the module docstring)."""
+
+    __slots__ = (
+        "held",
+        "idle",
+        "peak",
+        "owners",
+        "slot_owner",
+        "leaf_ids",
+        "sizes",
+        "aliases",
+        "dtypes",
+        "reused",
+        "inplace",
+    )
+
+    def start(self, plan: Any, vals: list) -> None:
+        """Begin a run of `plan` whose leaves are bound in `vals`."""
+        self.held = 0  # bytes of buffers the run's values refer to
+        self.idle = 0  # bytes of freed buffers kept for a later step
+        self.peak = 0
+        self.owners: dict[int, list[int]] = {}  # id(buffer) -> [values referring to it, bytes]
+        self.slot_owner = [0] * plan.size
+        self.leaf_ids = {id(owner(vals[q])) for q, _ in plan.leaves if type(vals[q]) is np.ndarray}
+        n = len(plan.steps)
+        self.sizes = [0] * n
+        self.aliases = [-1] * n
+        self.dtypes = [""] * n
+        self.reused = self.inplace = 0
+
+    def step(self, i: int, v: np.ndarray, ins: tuple, out: int, shape: tuple, dtype: np.dtype) -> None:
+        """Step i stored v in slot `out`: count its buffer if it is a new one."""
+        self.sizes[i] = prod(shape) * dtype.itemsize
+        self.dtypes[i] = dtype.str
+        o = owner(v)
+        oid = id(o)
+        if oid in self.leaf_ids:
+            self.aliases[i] = LEAF_ALIAS
+        else:
+            e = self.owners.get(oid)
+            if e is None:
+                self.owners[oid] = [1, o.nbytes]
+                self.held += o.nbytes
+            else:
+                e[0] += 1
+                slot_owner = self.slot_owner
+                self.aliases[i] = next((k for k, q in enumerate(ins) if slot_owner[q] == oid), -1)
+            self.slot_owner[out] = oid
+        live = self.held + self.idle
+        if live > self.peak:
+            self.peak = live
+
+    def drop(self, slot: int) -> None:
+        """The run let go of a slot's value: its buffer is released with its last value."""
+        oid = self.slot_owner[slot]
+        if oid:
+            self.slot_owner[slot] = 0
+            e = self.owners[oid]
+            e[0] -= 1
+            if e[0] == 0:
+                self.held -= e[1]
+                del self.owners[oid]

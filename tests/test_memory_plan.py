@@ -1,0 +1,228 @@
+"""The executor's memory planner: measured peak == predicted peak, the cached order, buffer reuse."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lazygraph as lg
+from lazygraph import executor, memplan
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+SHAPE = (6, 8)
+
+
+@pytest.fixture
+def metered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Meter every evaluation, in this process's cache only."""
+    monkeypatch.setenv("LAZYGRAPH_MEASURE", "1")
+    monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
+
+
+# -- random programs: each step is an op on the pool (lazy array, NumPy twin) ------------------
+
+OPS = st.one_of(
+    st.tuples(st.just("unary"), st.sampled_from(["exp", "negative", "abs", "tanh"]), st.integers(0, 99)),
+    st.tuples(st.just("binary"), st.sampled_from(["add", "multiply", "subtract"]), st.integers(0, 99)),
+    st.tuples(st.just("view"), st.sampled_from(["slice", "T", "reshape", "row"]), st.integers(0, 99)),
+    st.tuples(st.just("write"), st.sampled_from(["iadd", "setslice", "setrow"]), st.integers(0, 99)),
+    st.tuples(st.just("reduce"), st.sampled_from([0, 1]), st.integers(0, 99)),
+    st.tuples(st.just("matmul"), st.just(""), st.integers(0, 99)),
+    st.tuples(st.just("eval"), st.sampled_from(["one", "all", "drop"]), st.integers(0, 99)),
+)
+
+
+def _apply(op: tuple, pool: list, xp: object) -> None:
+    """Run one program step on a pool of (array of module xp) in place."""
+    kind, what, k = op
+    full = [i for i, a in enumerate(pool) if a.shape == SHAPE]
+    a = pool[k % len(pool)]
+    if kind == "unary":
+        f = getattr(xp, what)
+        pool.append(f(a) if what != "exp" else xp.exp(xp.tanh(a)))
+    elif kind == "binary" and full:
+        b = pool[full[k % len(full)]]
+        pool.append(getattr(xp, what)(b, pool[full[(k // 7) % len(full)]]))
+    elif kind == "view" and full:
+        b = pool[full[k % len(full)]]
+        pool.append({"slice": b[1:, ::2], "T": b.T, "reshape": b.reshape(4, 12), "row": b[k % 6]}[what])
+    elif kind == "write" and full:
+        b = pool[full[k % len(full)]]
+        c = pool[full[(k // 3) % len(full)]]
+        if what == "iadd":
+            b += c
+        elif what == "setslice":
+            b[1:4, ::3] = c[:3, :3] * 2
+        else:
+            b[k % 6] = 0.5
+    elif kind == "reduce":
+        pool.append(a.sum(axis=what % max(a.ndim, 1)) if a.ndim else a + 1)
+    elif kind == "matmul" and full:
+        b = pool[full[k % len(full)]]
+        pool.append(b @ b.T)
+
+
+def _run_program(ops: list[tuple], seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The program on lazygraph (evaluating where it says) and on NumPy: final values of both."""
+    rng = np.random.default_rng(seed)
+    init = [rng.standard_normal(SHAPE) for _ in range(2)]
+    lazy = [lg.asarray(x.copy()) for x in init]
+    eager = [x.copy() for x in init]
+    for op in ops:
+        if op[0] == "eval":
+            k = op[2]
+            if op[1] == "one":
+                lg.eval(lazy[k % len(lazy)])
+            elif op[1] == "all":
+                lg.eval(*lazy)
+            else:  # the user lets go of an array: its value need not be kept
+                i = k % len(lazy)
+                if len(lazy) > 2:
+                    del lazy[i], eager[i]
+            continue
+        _apply(op, lazy, lg)
+        _apply(op, eager, np)
+        if len(lazy) > 12:
+            del lazy[1], eager[1]
+    return [np.array(v) for v in lg.eval(*lazy)], eager
+
+
+def _check_program(ops: list[tuple], seed: int) -> list[np.ndarray]:
+    """Run a program metered: values as NumPy's, every evaluation's measured peak == predicted."""
+    stats = executor.STATS
+    before = (stats.metered, stats.peak_mismatches)
+    got, want = _run_program(ops, seed)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    assert stats.peak_mismatches == before[1], (
+        "a metered evaluation's measured peak differs from the prediction"
+    )
+    return got
+
+
+@pytest.mark.parametrize("jit", ["0", "1"])
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(OPS, min_size=1, max_size=14), seed=st.integers(0, 3))
+def test_measured_peak_equals_prediction(metered: None, monkeypatch: pytest.MonkeyPatch, jit: str, ops, seed):
+    """Random programs with views, writes, held and dropped arrays: prediction == measurement."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", jit)
+    _check_program(ops, seed)
+    _check_program(ops, seed)  # again: cache hits, now with the learnt buffer layouts
+
+
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(OPS, min_size=1, max_size=14), seed=st.integers(0, 3))
+def test_planner_off_same_values(metered: None, monkeypatch: pytest.MonkeyPatch, ops, seed):
+    """LAZYGRAPH_SCHEDULE=0 (recorded order, no reuse) computes bit-identical values."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    monkeypatch.setenv("LAZYGRAPH_SCHEDULE", "1")  # the examples share the environment
+    on = [_check_program(ops, seed) for _ in range(2)][-1]
+    monkeypatch.setenv("LAZYGRAPH_SCHEDULE", "0")
+    off = _check_program(ops, seed)
+    for a, b in zip(on, off):
+        np.testing.assert_array_equal(a, b)
+
+
+def _two_branches(n: int = 64) -> lg.Array:
+    """A big value times a scalar made from three big temporaries: computing the operands in the
+    recorded order (depth-first, first operand first) holds four big arrays at once, three suffice."""
+    x = lg.asarray(np.arange(n * n, dtype=np.float64).reshape(n, n) / (n * n))
+    return lg.exp(x) * ((x * 2.0) * (x * 3.0)).sum()
+
+
+class Counter:
+    """Counts calls of the wrapped order search."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+def test_order_chosen_once_and_reused(metered: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search runs on the miss; hits run the cached order without searching."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    search = Counter(memplan.best_order)
+    monkeypatch.setattr(memplan, "best_order", search)
+    executor.MEMORY.clear()
+    first = np.array(_two_branches().numpy())
+    assert search.calls == 1
+    for _ in range(3):
+        np.testing.assert_array_equal(_two_branches().numpy(), first)
+    assert search.calls == 1
+    entry = next(
+        e for e in executor.MEMORY.entries() if e.hits >= 3 and "schedule" in e.variants[0].tgraph.artifacts
+    )
+    info = entry.variants[0].tgraph.artifacts["schedule"]
+    assert info["peak"] < info["recorded_peak"]  # the planner beat the recorded order here
+    assert entry.variants[0].memory[0] == entry.variants[0].memory[1]
+
+
+def test_order_survives_disk_cache(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The chosen order is stored with the entry and replayed from disk without a search."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    monkeypatch.setenv("LAZYGRAPH_CACHE", "1")
+    monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAZYGRAPH_MEASURE", "1")
+    search = Counter(memplan.best_order)
+    monkeypatch.setattr(memplan, "best_order", search)
+    executor.MEMORY.clear()
+    value = np.array(_two_branches(48).numpy())
+    chosen = [e for e in executor.MEMORY.entries() if "schedule" in e.variants[0].tgraph.artifacts]
+    orders = {e.digest: list(e.variants[0].tgraph.order) for e in chosen}
+    assert search.calls == 1 and orders
+    executor.MEMORY.clear()
+    disk_hits = executor.STATS.disk_hits
+    np.testing.assert_array_equal(_two_branches(48).numpy(), value)
+    assert executor.STATS.disk_hits == disk_hits + 1
+    assert search.calls == 1
+    for e in executor.MEMORY.entries():
+        if e.digest in orders:
+            assert list(e.variants[0].tgraph.order) == orders[e.digest]
+            assert [s.out for s in e.variants[0].steps] == orders[e.digest]
+
+
+def test_buffers_reused_and_in_place(metered: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain of elementwise ops writes into freed buffers; a dying base takes a write in place."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    x0 = np.linspace(0, 1, 4096).reshape(64, 64)
+    stats = executor.STATS
+    for _ in range(2):
+        x = lg.asarray(x0)
+        y = ((x * 2.0 + 1.0) * 3.0 - x) * 0.5
+        y[1:5] = 7.0
+        z = (y * y).sum()
+        before = (stats.buffers_reused, stats.inplace_writes)
+        np.testing.assert_allclose(float(z.numpy()), _numpy_twin(x0))
+    assert stats.buffers_reused > before[0]
+    assert stats.inplace_writes > before[1]
+
+
+def _numpy_twin(x0: np.ndarray) -> float:
+    y = ((x0 * 2.0 + 1.0) * 3.0 - x0) * 0.5
+    y[1:5] = 7.0
+    return float((y * y).sum())
+
+
+def test_debug_and_explain_show_peaks(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """LAZYGRAPH_DEBUG=1 logs both peaks; lg.explain shows the memory plan and the last run."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
+    monkeypatch.setenv("LAZYGRAPH_DEBUG", "1")
+    r = _two_branches(40)
+    r.numpy()
+    err = capsys.readouterr().err
+    assert "predicted /" in err and "measured" in err
+    monkeypatch.setenv("LAZYGRAPH_DEBUG", "0")
+    r2 = _two_branches(40)
+    buf = io.StringIO()
+    lg.explain(r2, file=buf)
+    text = buf.getvalue()
+    assert "memory plan: order by" in text and "last metered run: peak" in text
