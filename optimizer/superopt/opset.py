@@ -110,7 +110,7 @@ class OpSpec:
     params: tuple[str, ...] = ()
     choices: dict[str, tuple] = field(default_factory=dict)  # what the generator enumerates
     n_out: int = 1
-    kinds: tuple[str, ...] = ()  # "tensor" or "scalar" per argument (default: tensors)
+    kinds: tuple[str, ...] = ()  # "tensor", "scalar" or "any" per argument (default: tensors)
     commutative: bool = False
     constant: bool = False  # value independent of the arguments' values (shape only)
     out_names: tuple[str, ...] = ()  # names of the projections of a multi-output operator
@@ -174,7 +174,7 @@ def _unary(params: tuple, ins: list[TS]) -> list[TS] | None:
 
 def _smul_infer(params: tuple, ins: list[TS]) -> list[TS] | None:
     x, s = ins
-    return [x] if x.shape and s.shape == () else None
+    return [x] if s.shape == () else None
 
 
 declare(
@@ -205,9 +205,9 @@ declare(
         2,
         _smul_infer,
         lambda p, xs, i, o, R: [R.norm(xs[0] * xs[1])],
-        kinds=("tensor", "scalar"),
+        kinds=("any", "scalar"),
         lower=lambda p, i, o: ("multiply", {}),
-        doc="a tensor times a scalar (a 0-d operand)",
+        doc="a tensor (or scalar) times a scalar (a 0-d operand)",
     )
 )
 declare(
@@ -575,7 +575,8 @@ def infer(op: str, params: tuple, ins: list[TS]) -> list[TS] | None:
     if len(ins) != spec.arity:
         return None
     for k, t in enumerate(ins):
-        if (spec.arg_kind(k) == "scalar") != (t.shape == ()):
+        kind = spec.arg_kind(k)
+        if kind != "any" and (kind == "scalar") != (t.shape == ()):
             return None
     try:
         return spec.infer(tuple(params), ins)

@@ -1,0 +1,228 @@
+"""The verifier: numeric check first, then a z3 proof of source == target against the axioms.
+
+Tensors are one uninterpreted sort `T`; each operator output is an uninterpreted function
+(`split0`, `split1` for the two outputs of split), taking its parameters as integer arguments
+first (words as in `opset.WORDS`; conv2d also takes its group count). Axioms are universally
+quantified, with each side that mentions every variable as an E-matching trigger. A rule is
+*proven* when z3 reports `source_i != target_i for some i` unsatisfiable within the timeout;
+*refuted* when the numeric check (float64, reference kernels, random inputs at the rule's
+shapes) finds a difference; *unknown* otherwise (a z3 timeout or a model is never a proof).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import z3
+
+from optimizer.rewrite.sexpr import SExpr, is_var, parse
+from optimizer.superopt.axioms import AXIOMS, Axiom, conv_groups
+from optimizer.superopt.opset import OPS, PROJECTIONS, WORDS, FloatRing
+from optimizer.superopt.rulefile import SuperRule
+from optimizer.superopt.term import TermGraph, parse_terms
+
+T = z3.DeclareSort("T")
+_FUNCS: dict[str, z3.FuncDeclRef] = {}
+
+
+def symbol(op: str, out: int = 0) -> z3.FuncDeclRef:
+    """The z3 function of an operator's output."""
+    spec = OPS[op]
+    name = spec.out_names[out] if spec.n_out > 1 else op
+    f = _FUNCS.get(name)
+    if f is None:
+        n_int = len(spec.params) + (1 if op == "conv2d" else 0)
+        f = z3.Function(name, *([z3.IntSort()] * n_int + [T] * spec.arity + [T]))
+        _FUNCS[name] = f
+    return f
+
+
+def _param(p: Any, env: dict[str, Any]) -> z3.ArithRef:
+    if isinstance(p, str) and p.startswith("?"):
+        return env[p]
+    return z3.IntVal(WORDS[p] if isinstance(p, str) else int(p))
+
+
+def encode_sexpr(e: SExpr, env: dict[str, Any], groups: z3.ArithRef) -> z3.ExprRef:
+    """A pattern with variables (tensor and parameter) bound in env, as a z3 term."""
+    if is_var(e):
+        return env[e]
+    name, out = e[0], 0
+    if name in PROJECTIONS:
+        name, out = PROJECTIONS[name]
+    spec = OPS[name]
+    k = len(spec.params)
+    ints = [_param(p, env) for p in e[1 : 1 + k]] + ([groups] if name == "conv2d" else [])
+    args = [encode_sexpr(a, env, groups) for a in e[1 + k :]]
+    return symbol(name, out)(*ints, *args)
+
+
+def encode_graph(g: TermGraph, types: list, env: dict[str, z3.ExprRef]) -> list[z3.ExprRef]:
+    """The outputs of a term graph (at concrete types) as z3 terms."""
+    made: list[list[z3.ExprRef]] = []
+    for n in g.nodes:
+        if n.op == "var":
+            made.append([env[n.params[0]]])
+            continue
+        spec = OPS[n.op]
+        ins = [types[i][k] for i, k in n.args]
+        ints = [z3.IntVal(v) for v in spec.z3_extra(n.params, ins)]
+        args = [made[i][k] for i, k in n.args]
+        made.append([symbol(n.op, k)(*ints, *args) for k in range(spec.n_out)])
+    return [made[i][k] for i, k in g.outputs]
+
+
+def axiom_formula(ax: Axiom) -> z3.BoolRef:
+    """The axiom as a quantified z3 formula with triggers."""
+    env: dict[str, Any] = {v: z3.Const(f"{ax.name}{v}", T) for v in ax.vars}
+    env.update({p: z3.Int(f"{ax.name}{p}") for p in ax.params})
+    groups = z3.IntVal(ax.groups) if ax.groups is not None else z3.Int(f"{ax.name}?g")
+    lhs, rhs = encode_sexpr(parse(ax.lhs), env, groups), encode_sexpr(parse(ax.rhs), env, groups)
+    bound = list(env.values())
+    if ax.groups is None and ("conv2d" in ax.lhs or "conv2d" in ax.rhs):
+        bound.append(groups)
+    names = {str(b) for b in bound}
+    pats = [s for s in (lhs, rhs) if z3.is_app(s) and s.num_args() > 0 and names <= _consts(s)]
+    return z3.ForAll(bound, lhs == rhs, patterns=pats) if pats else z3.ForAll(bound, lhs == rhs)
+
+
+def _consts(e: z3.ExprRef) -> set[str]:
+    out: set[str] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.add(str(x))
+        stack.extend(x.children())
+    return out
+
+
+_FORMULAS: dict[str, z3.BoolRef] = {}
+
+
+def formulas(axioms: list[Axiom] | None = None) -> list[tuple[str, z3.BoolRef]]:
+    """(name, formula) for the axioms (the built-in list by default)."""
+    out = []
+    for ax in axioms if axioms is not None else AXIOMS:
+        key = f"{ax.name}|{ax.lhs}|{ax.rhs}|{ax.groups}"
+        if key not in _FORMULAS:
+            _FORMULAS[key] = axiom_formula(ax)
+        out.append((ax.name, _FORMULAS[key]))
+    return out
+
+
+def prove_equal(
+    lhs: list[z3.ExprRef], rhs: list[z3.ExprRef], timeout_ms: int, axioms: list[Axiom] | None = None
+) -> tuple[str, list[str]]:
+    """('proven', axioms used) if the axioms entail lhs == rhs, else ('unknown', [])."""
+    s = z3.Solver()
+    s.set("timeout", int(timeout_ms))
+    s.set("unsat_core", True)
+    for name, f in formulas(axioms):
+        s.assert_and_track(f, z3.Bool(f"ax:{name}"))
+    s.add(z3.Or([a != b for a, b in zip(lhs, rhs)]))
+    if s.check() == z3.unsat:
+        return "proven", sorted(str(c)[3:] for c in s.unsat_core())
+    return "unknown", []
+
+
+# ---------------------------------------------------------------------------------------
+# Rules
+
+
+@dataclass
+class Verdict:
+    """The verifier's answer for one rule."""
+
+    status: str
+    seconds: float
+    counterexample: str | None = None
+    axioms: list[str] = field(default_factory=list)
+
+
+def numeric_check(rule: SuperRule, rng: np.random.Generator, trials: int = 2) -> str | None:
+    """A counterexample (input shapes and max difference), or None if every check agreed."""
+    g = rule.pair()
+    n = len(rule.source)
+    for shapes in rule.shapes:
+        types = g.types(shapes)
+        if types is None:
+            return f"shape rules reject the shapes {shapes}"
+        outs = [types[i][k] for i, k in g.outputs]
+        for a, b in zip(outs[:n], outs[n:]):
+            if a != b:
+                return f"at shapes {_fmt(shapes)}: output types differ ({a.shape} {a.splits} vs {b.shape} {b.splits})"
+        for _ in range(trials):
+            env = {v: FloatRing.random(rng, s) for v, s in shapes.items()}
+            vals, _types = g.evaluate(env, FloatRing)
+            for i, (a, b) in enumerate(zip(vals[:n], vals[n:])):
+                if not np.allclose(a, b, rtol=1e-9, atol=1e-9):
+                    d = float(np.max(np.abs(a - b)))
+                    return f"at shapes {_fmt(shapes)}: output {i} differs by up to {d:.3g}"
+    return None
+
+
+def _fmt(shapes: dict) -> str:
+    return ", ".join(f"{k}{list(v)}" for k, v in shapes.items())
+
+
+def verify_rule(
+    rule: SuperRule, timeout_ms: int = 2000, seed: int = 0, axioms: list[Axiom] | None = None
+) -> Verdict:
+    """Numeric check, then z3 (see the module docstring)."""
+    t0 = time.perf_counter()
+    if not rule.shapes:
+        return Verdict("unknown", 0.0, "the rule gives no shapes to check it on")
+    cex = numeric_check(rule, np.random.default_rng(seed))
+    if cex is not None:
+        return Verdict("refuted", time.perf_counter() - t0, cex)
+    g = rule.pair()
+    types = g.types(rule.shapes[0])
+    env = {v: z3.Const(v, T) for v in g.variables}
+    outs = encode_graph(g, types, env)
+    n = len(rule.source)
+    status, used = prove_equal(outs[:n], outs[n:], timeout_ms, axioms)
+    return Verdict(status, time.perf_counter() - t0, None, used)
+
+
+def apply_verdict(rule: SuperRule, v: Verdict) -> SuperRule:
+    """The rule with its status and proof info set from a verdict."""
+    rule.status = v.status
+    rule.proof = {"seconds": round(v.seconds, 4), "axioms": v.axioms, "counterexample": v.counterexample}
+    return rule
+
+
+# ---------------------------------------------------------------------------------------
+# Axioms themselves
+
+
+def redundant_axioms(timeout_ms: int = 1000, axioms: list[Axiom] | None = None) -> list[str]:
+    """Axioms that z3 proves from the others within the timeout (reported, not removed)."""
+    axs = list(axioms if axioms is not None else AXIOMS)
+    out = []
+    for ax in axs:
+        others = [a for a in axs if a is not ax]
+        env: dict[str, Any] = {v: z3.Const(f"sk{v}", T) for v in ax.vars}
+        env.update({p: z3.Int(f"sk{p}") for p in ax.params})
+        groups = z3.IntVal(ax.groups) if ax.groups is not None else z3.Int("sk?g")
+        lhs, rhs = encode_sexpr(parse(ax.lhs), env, groups), encode_sexpr(parse(ax.rhs), env, groups)
+        if prove_equal([lhs], [rhs], timeout_ms, others)[0] == "proven":
+            out.append(ax.name)
+    return out
+
+
+def rule_from_pair(name: str, source: list[str], target: list[str], shapes: list[dict]) -> SuperRule:
+    """A rule (status unknown) from source/target texts and the shapes to check it on."""
+    g = parse_terms(source + target)
+    first = shapes[0]
+    inputs = {
+        v: {"kind": "scalar" if first[v] == () else "tensor", "rank": len(first[v])} for v in g.variables
+    }
+    conds = [f"(rank {v} {i['rank']})" for v, i in inputs.items() if i["kind"] == "tensor"]
+    conds += [f"(kind {v} f)" for v in inputs]
+    groups = conv_groups(g, g.types(first) or [])
+    del groups
+    return SuperRule(name, inputs, list(source), list(target), conds, [dict(s) for s in shapes])
