@@ -26,7 +26,7 @@ from ops.base import (
     type_error,
 )
 from ops.node import Node
-from ops.window import conv2d_forward, tiled, tiles
+from ops.window import conv2d_forward, max_fill, pad_spatial, tiled, tiles, window_max
 
 Pair = tuple[int, int]
 
@@ -371,16 +371,13 @@ class Pool2d(Op):
         """Max or mean over each window of the padded input."""
         x = np.asarray(x)
         if self.mode == "max":
-            if x.dtype.kind == "f":
-                fill: Any = -np.inf
-            elif x.dtype.kind == "b":
-                fill = False
-            else:
-                fill = np.iinfo(x.dtype).min
-            if tiled(kernel_size, stride, padding, attrs["dilation"]):
-                return np.ascontiguousarray(tiles(x, kernel_size).max(axis=-1))
-            win = _windows(x, kernel_size, stride, padding, attrs["dilation"], fill)
-            return np.ascontiguousarray(np.max(win, axis=(-2, -1)))
+            d = attrs["dilation"]
+            xp = pad_spatial(x, padding, max_fill(x.dtype))
+            hw = tuple(
+                _out_size(n, k, s, p, q)
+                for n, k, s, p, q in zip(x.shape[2:], kernel_size, stride, padding, d)
+            )
+            return window_max(xp, kernel_size, stride, d, hw)
         out = np.mean(np.zeros(1, dtype=x.dtype)).dtype
         # np.mean's accumulator: float16 sums in float32, everything else in its result dtype.
         acc = np.float32 if out == np.float16 else out

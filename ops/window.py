@@ -13,6 +13,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ops.base import Op, register
+from ops.conv import conv_one_group, grad_weight_from_rows, im2col_rows
 from ops.node import Node
 
 Pair = tuple[int, int]
@@ -70,6 +71,9 @@ def conv2d_forward(
     work = _compute_dtype(dtype)
     x = np.asarray(x, dtype=work)
     w = np.asarray(w, dtype=work)
+    if groups == 1:
+        y = conv_one_group(x, w, None if b is None else np.asarray(b, dtype=work), stride, padding, dilation)
+        return np.ascontiguousarray(y != 0) if dtype == np.bool_ else y.astype(dtype, copy=False)
     n = x.shape[0]
     o, _, kh, kw = w.shape
     cols = im2col(x, (kh, kw), stride, padding, dilation, groups)
@@ -124,6 +128,43 @@ def untile(t: np.ndarray, k: Pair, shape: tuple) -> np.ndarray:
     return out
 
 
+def pad_spatial(x: np.ndarray, p: Pair, fill: object = 0) -> np.ndarray:
+    """x with its two spatial axes padded by `fill` (x itself when there is no padding)."""
+    if not (p[0] or p[1]):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=fill)
+
+
+def max_fill(dtype: np.dtype) -> object:
+    """The padding value that never wins a maximum: -inf, False or the integer minimum."""
+    if dtype.kind == "f":
+        return -np.inf
+    if dtype.kind == "b":
+        return False
+    return np.iinfo(dtype).min
+
+
+def offset_views(xp: np.ndarray, k: Pair, s: Pair, d: Pair, out_hw: Pair) -> list[np.ndarray]:
+    """For each kernel offset (row-major), the strided view (N, C, H_out, W_out) it reads from xp."""
+    ho, wo = out_hw
+    views = []
+    for i in range(k[0]):
+        r0 = i * d[0]
+        for j in range(k[1]):
+            c0 = j * d[1]
+            views.append(xp[:, :, r0 : r0 + s[0] * (ho - 1) + 1 : s[0], c0 : c0 + s[1] * (wo - 1) + 1 : s[1]])
+    return views
+
+
+def window_max(xp: np.ndarray, k: Pair, s: Pair, d: Pair, out_hw: Pair) -> np.ndarray:
+    """Max over the windows of padded xp: one elementwise maximum per kernel offset, no window copy."""
+    views = offset_views(xp, k, s, d, out_hw)
+    acc = np.array(views[0], order="C")
+    for v in views[1:]:
+        np.maximum(acc, v, out=acc)
+    return acc
+
+
 class _GradOp(Op):
     """An operator that exists to compute a gradient: output like one of its inputs."""
 
@@ -145,6 +186,16 @@ class Conv2dGradInput(_GradOp):
         """Inputs (g, w, x); x only supplies its shape."""
         g = np.asarray(g)
         w = np.asarray(w, dtype=g.dtype)
+        k = w.shape[2:]
+        if stride == (1, 1) and all(p <= d * (q - 1) for p, d, q in zip(padding, dilation, k)):
+            # With stride 1 the input gradient is itself a convolution: the cotangent, padded
+            # to a full correlation, with the flipped kernel whose in/out channels swap per
+            # group. Its im2col + GEMM beats GEMM + col2im (25 strided adds) by far.
+            o, cp = w.shape[:2]
+            wf = w.reshape(groups, o // groups, cp, *k).transpose(0, 2, 1, 3, 4)
+            wf = wf.reshape(groups * cp, o // groups, *k)[:, :, ::-1, ::-1]
+            full = tuple(d * (q - 1) - p for p, d, q in zip(padding, dilation, k))
+            return conv2d_forward(g, wf, None, (1, 1), full, dilation, groups)
         n, o, ho, wo = g.shape
         _, cp, kh, kw = w.shape
         gh = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, groups, o // groups).transpose(1, 0, 2)
@@ -164,6 +215,9 @@ class Conv2dGradWeight(_GradOp):
         g = np.asarray(g)
         o, cp, kh, kw = w.shape
         n, _, ho, wo = g.shape
+        if groups == 1:
+            cols = im2col_rows(np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation)
+            return grad_weight_from_rows(g, cols)
         cols = im2col(np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation, groups)
         gh = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, groups, o // groups).transpose(1, 0, 2)
         # The long pixel axis is the contraction; BLAS is several times faster when the larger
@@ -176,33 +230,65 @@ class Conv2dGradWeight(_GradOp):
         return np.ascontiguousarray(dw.reshape(o, cp, kh, kw))
 
 
+def _max_tile_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray, k: Pair) -> np.ndarray:
+    """Max-pool gradient when windows tile the image: full-resolution masks, no strided float writes."""
+    n, c, h, w = x.shape
+    ho, wo = y.shape[2:]
+    x6 = x[:, :, : ho * k[0], : wo * k[1]].reshape(n, c, ho, k[0], wo, k[1])
+    hit = x6 == y[:, :, :, None, :, None]
+    if x.dtype.kind == "f" and np.isnan(y).any():
+        hit |= x6 != x6  # a nan maximum: the first nan of the window (argmax's choice)
+    # Keep only the first hit of each window in row-major offset order, as argmax does.
+    taken = hit[:, :, :, 0, :, 0].copy()
+    for i in range(k[0]):
+        for j in range(k[1]):
+            if i or j:
+                view = hit[:, :, :, i, :, j]
+                np.greater(view, taken, out=view)
+                taken |= view
+    out = np.where(hit, g[:, :, :, None, :, None], np.zeros((), dtype=g.dtype))
+    out = out.reshape(n, c, ho * k[0], wo * k[1])
+    if out.shape == x.shape:
+        return out
+    full = np.zeros(x.shape, dtype=g.dtype)
+    full[:, :, : ho * k[0], : wo * k[1]] = out
+    return full
+
+
 class MaxPool2dGrad(_GradOp):
     """Routes each window's cotangent to the first maximal element (as PyTorch does)."""
 
     def kernel(self, g: np.ndarray, x: np.ndarray, *, kernel_size, stride, padding, dilation):
-        """Inputs (g, x): argmax per window, then one bincount scatter."""
+        """Inputs (g, x): per kernel offset, a mask of the first maximum and one masked add."""
         g = np.asarray(g)
         x = np.asarray(x)
-        n, c, h, w = x.shape
+        h, w = x.shape[2:]
         k, s, p, d = kernel_size, stride, padding, dilation
+        xp = pad_spatial(x, p, max_fill(x.dtype))
+        ho, wo = g.shape[2:]
+        y = window_max(xp, k, s, d, (ho, wo))
         if tiled(k, s, p, d):
-            arg = tiles(x, k).argmax(axis=-1)
-            hit = np.arange(k[0] * k[1]) == arg[..., None]
-            return untile(np.where(hit, g[..., None], 0).astype(g.dtype, copy=False), k, x.shape)
-        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=fill)
-        eff = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
-        win = sliding_window_view(xp, eff, axis=(2, 3))[:, :, :: s[0], :: s[1], :: d[0], :: d[1]]
-        ho, wo = win.shape[2:4]
-        arg = win.reshape(n, c, ho, wo, k[0] * k[1]).argmax(axis=-1)
-        hp, wp = h + 2 * p[0], w + 2 * p[1]
-        rows = np.arange(ho).reshape(ho, 1) * s[0] + (arg // k[1]) * d[0]
-        cols = np.arange(wo) * s[1] + (arg % k[1]) * d[1]
-        planes = np.arange(n * c).reshape(n, c, 1, 1)
-        flat = (planes * hp + rows) * wp + cols
-        acc = np.bincount(flat.ravel(), weights=g.ravel().astype(np.float64), minlength=n * c * hp * wp)
-        out = acc.reshape(n, c, hp, wp)[:, :, p[0] : p[0] + h, p[1] : p[1] + w]
-        return np.ascontiguousarray(out, dtype=g.dtype)
+            return _max_tile_grad(g, x, y, k)
+        gp = np.zeros(xp.shape, dtype=g.dtype)
+        taken = np.zeros(y.shape, dtype=bool)
+        hit = np.empty(y.shape, dtype=bool)
+        part = np.empty(y.shape, dtype=g.dtype)
+        zero = np.zeros((), dtype=g.dtype)
+        nan = x.dtype.kind == "f" and bool(np.isnan(y).any())
+        offsets = list(zip(offset_views(xp, k, s, d, (ho, wo)), offset_views(gp, k, s, d, (ho, wo))))
+        for i, (xv, gv) in enumerate(offsets):
+            np.equal(xv, y, out=hit)
+            if nan:
+                hit |= xv != xv  # a nan maximum: the first nan of the window (argmax's choice)
+            # Row-major offset order with `taken` picks the first maximum, as argmax does.
+            np.greater(hit, taken, out=hit)
+            if i + 1 < len(offsets):
+                taken |= hit
+            # A contiguous select, then one strided add: several times faster than a masked add.
+            np.copyto(part, zero)
+            np.copyto(part, g, where=hit)
+            np.add(gv, part, out=gv)
+        return np.ascontiguousarray(gp[:, :, p[0] : p[0] + h, p[1] : p[1] + w])
 
 
 class AvgPool2dGrad(_GradOp):

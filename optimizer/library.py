@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+import ops.conv  # noqa: F401  (registers the shared-columns operators)
 from cache.graph import Graph, QNode
 from cache.key import canon
-from cache.recipe import Recipe, register_constructor
+from cache.recipe import Expr, Recipe, register_constructor
 from ops.base import REGISTRY, Op, register
 from optimizer.registry import register_pass
 
@@ -69,9 +70,65 @@ def _candidates(g: Graph) -> bool:
     return any(_plain(n, p) for n in g.nodes for p in _PRODUCERS)
 
 
+def _dims(*parts: tuple[QNode, int]) -> Expr:
+    """The shape made of the given (node, axis) sizes, as an expression over P's slots."""
+    return ("tuple", *(("dim", n.src, axis) for n, axis in parts))
+
+
+def share_columns(g: Graph) -> int:
+    """conv2d and its weight gradient reading one im2col of x (computed once) instead of two.
+
+    Training records conv2d(x, w) and conv2d_grad_weight(g, x, w) with the same attributes:
+    both contract the same window matrix of x, the largest array of the step. Applies to
+    one group, float x, w and output of one dtype, and more than one input channel (a
+    single channel's columns are cheap to rebuild, and its forward prefers the other GEMM
+    orientation); all of that is structure (dtypes, attributes, unit extents), so no guards.
+    """
+    grads: dict[tuple[int, int], list[QNode]] = {}
+    for n in g.nodes:
+        if _plain(n, "conv2d_grad_weight"):
+            grads.setdefault((id(n.inputs[1]), id(n.inputs[2])), []).append(n)
+    mapping: dict[int, QNode] = {}
+    for conv in list(g.nodes):
+        if not _plain(conv, "conv2d") or conv.src < 0:
+            continue
+        x, w = conv.inputs[:2]
+        mine = [
+            gw for gw in grads.get((id(x), id(w)), []) if gw.attrs == conv.attrs and gw.dtype == conv.dtype
+        ]
+        if (
+            not mine
+            or conv.attrs["groups"] != 1
+            or x.shape[1] == 1
+            or conv.dtype.kind != "f"
+            or x.dtype != conv.dtype
+            or w.dtype != conv.dtype
+            or any(gw.inputs[0].dtype != conv.dtype for gw in mine)
+            or x.src < 0
+            or w.src < 0
+        ):
+            continue
+        win = {k: g.attr_expr(conv, k) for k in ("stride", "padding", "dilation")}
+        shape = _dims((conv, 0), (conv, 2), (conv, 3), (w, 2), (w, 3), (x, 1))
+        cols = g.new("conv2d_im2col", [x, w], win, shape, conv.dtype)
+        mapping[id(conv)] = g.new(
+            "conv2d_from_cols", [cols, *conv.inputs[1:]], {}, g.shape_expr(conv), conv.dtype
+        )
+        for gw in mine:
+            mapping[id(gw)] = g.new(
+                "conv2d_grad_weight_from_cols", [gw.inputs[0], cols], {}, g.shape_expr(gw), gw.dtype
+            )
+        fired = g.artifacts.setdefault("library", {})
+        fired["conv2d+shared_im2col"] = fired.get("conv2d+shared_im2col", 0) + 1
+    if mapping:
+        g.substitute(mapping)
+    return len(mapping)
+
+
 @register_pass("library", priority=100, condition=_candidates)
 def library(g: Graph) -> bool:
     """Fuse matmul + bias (+ ReLU) and conv2d (+ ReLU) into single library steps."""
+    shared = share_columns(g)
     users = g.users()
     consumers: dict[int, list[QNode]] = {}
     for n in g.nodes:
@@ -117,7 +174,7 @@ def library(g: Graph) -> bool:
         fired[label] = fired.get(label, 0) + 1
     if mapping:
         g.substitute(mapping)
-    return bool(mapping)
+    return bool(mapping) or shared > 0
 
 
 def _build_library(recipe: Recipe, artifacts: dict) -> Callable:

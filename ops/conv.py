@@ -1,0 +1,144 @@
+"""Convolution with one group: im2col in the layout the GEMM wants, and the column matrix as a value.
+
+The columns are written by one strided copy from a zero-padded NHWC image into a
+preallocated array, either one row per output pixel (N, H_out, W_out, kH, kW, C) or one
+row per kernel element (C, kH, kW, N, H_out, W_out); the forward picks the orientation
+whose GEMM is faster for the shapes at hand (a long, thin contraction such as the first
+layer's 25 elements prefers the second). The weight gradient needs the same columns as the
+forward, so the library pass can compute them once (`conv2d_im2col`) and hand them to both
+`conv2d_from_cols` and `conv2d_grad_weight_from_cols`; these three operators are made only
+by that pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ops.base import Op, register
+
+Pair = tuple[int, int]
+
+
+def out_hw(hw: tuple[int, ...], k: Pair, s: Pair, p: Pair, d: Pair) -> Pair:
+    """PyTorch's output height and width (ceil_mode=False)."""
+    return (
+        (hw[0] + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1,
+        (hw[1] + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1,
+    )
+
+
+def im2col_rows(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
+    """Columns (N, H_out, W_out, kH, kW, C) of NCHW x: one row of kH*kW*C per output pixel."""
+    n, c, h, w = x.shape
+    ho, wo = out_hw((h, w), k, s, p, d)
+    xp = np.zeros((n, h + 2 * p[0], w + 2 * p[1], c), dtype=x.dtype)
+    xp[:, p[0] : p[0] + h, p[1] : p[1] + w, :] = x.transpose(0, 2, 3, 1)
+    st = xp.strides
+    shape = (n, ho, wo, k[0], k[1], c)
+    strides = (st[0], st[1] * s[0], st[2] * s[1], st[1] * d[0], st[2] * d[1], st[3])
+    out = np.empty(shape, dtype=x.dtype)
+    np.copyto(out, as_strided(xp, shape, strides, writeable=False))
+    return out
+
+
+def im2col_cols(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
+    """Columns (C, kH, kW, N, H_out, W_out) of NCHW x: one row of N*H_out*W_out per kernel element."""
+    n, c, h, w = x.shape
+    ho, wo = out_hw((h, w), k, s, p, d)
+    xp = np.zeros((c, n, h + 2 * p[0], w + 2 * p[1]), dtype=x.dtype)
+    xp[:, :, p[0] : p[0] + h, p[1] : p[1] + w] = x.transpose(1, 0, 2, 3)
+    st = xp.strides
+    shape = (c, k[0], k[1], n, ho, wo)
+    strides = (st[0], st[2] * d[0], st[3] * d[1], st[1], st[2] * s[0], st[3] * s[1])
+    out = np.empty(shape, dtype=x.dtype)
+    np.copyto(out, as_strided(xp, shape, strides, writeable=False))
+    return out
+
+
+def conv_from_rows(cols: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """NCHW output from row columns (N, H_out, W_out, kH, kW, C): one GEMM, bias added in place."""
+    n, ho, wo, kh, kw, c = cols.shape
+    o = w.shape[0]
+    wm = w.transpose(2, 3, 1, 0).reshape(kh * kw * c, o)
+    y = cols.reshape(n * ho * wo, kh * kw * c) @ wm
+    if b is not None:
+        y += b
+    return np.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
+
+
+def conv_one_group(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair, p: Pair, d: Pair
+) -> np.ndarray:
+    """Cross-correlation with one group in the work dtype; output NCHW, contiguous."""
+    n = x.shape[0]
+    o, c, kh, kw = w.shape
+    if c * kh * kw >= o:
+        return conv_from_rows(im2col_rows(x, (kh, kw), s, p, d), w, b)
+    # A contraction shorter than the output channels: (C_out, K) @ (K, pixels), whose
+    # result is already channel-major; one copy moves the batch axis to the front.
+    cols = im2col_cols(x, (kh, kw), s, p, d)
+    ho, wo = cols.shape[4:]
+    y = w.reshape(o, c * kh * kw) @ cols.reshape(c * kh * kw, n * ho * wo)
+    if b is not None:
+        y += b[:, None]
+    return np.ascontiguousarray(y.reshape(o, n, ho, wo).transpose(1, 0, 2, 3))
+
+
+def grad_weight_from_rows(g: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """d(conv2d)/d(w) for one group from the forward's row columns: one GEMM."""
+    n, o, ho, wo = g.shape
+    kh, kw, c = cols.shape[3:]
+    k = kh * kw * c
+    gh = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, o)
+    cm = cols.reshape(n * ho * wo, k)
+    # The long pixel axis is the contraction; BLAS is several times faster when the larger
+    # of the other two (window size, output channels) is the rows of the product.
+    dwt = cm.T @ gh if k >= o else (gh.T @ cm).T
+    return np.ascontiguousarray(dwt.reshape(kh, kw, c, o).transpose(3, 2, 0, 1))
+
+
+class _PassOp(Op):
+    """An operator only the library pass makes (shapes come from the pass, never from infer)."""
+
+    def infer(self, inputs: tuple, attrs: dict) -> tuple:
+        """Never recorded by users."""
+        raise TypeError(f"{self.name}: made by the library pass only")
+
+
+class Conv2dIm2col(_PassOp):
+    """Row columns of x for a conv2d with one group (inputs x, w; w supplies the kernel size)."""
+
+    def kernel(self, x: np.ndarray, w: np.ndarray, *, stride: Pair, padding: Pair, dilation: Pair) -> Any:
+        """im2col_rows of x."""
+        return im2col_rows(np.asarray(x), tuple(np.shape(w)[2:]), stride, padding, dilation)
+
+
+class Conv2dFromCols(_PassOp):
+    """conv2d from precomputed row columns (inputs cols, w[, b])."""
+
+    kind = "contraction"
+
+    def kernel(self, cols: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> Any:
+        """One GEMM, the bias, NCHW."""
+        return conv_from_rows(np.asarray(cols), np.asarray(w), None if b is None else np.asarray(b))
+
+
+class Conv2dGradWeightFromCols(_PassOp):
+    """conv2d_grad_weight from the forward's row columns (inputs g, cols)."""
+
+    kind = "contraction"
+
+    def kernel(self, g: np.ndarray, cols: np.ndarray) -> Any:
+        """One GEMM of the cotangent with the columns."""
+        return grad_weight_from_rows(np.asarray(g), np.asarray(cols))
+
+
+for _op in (
+    Conv2dIm2col("conv2d_im2col"),
+    Conv2dFromCols("conv2d_from_cols"),
+    Conv2dGradWeightFromCols("conv2d_grad_weight_from_cols"),
+):
+    register(_op)
