@@ -385,4 +385,4 @@ def explain_lines(roots: Sequence[Node]) -> list[str]:
     )
     rules = g.artifacts.get("rules", {})
     fired = ["rules fired = " + ", ".join(f"{k} x{v}" for k, v in sorted(rules.items()))] if rules else []
-    return [head, *fired, *REPORT.lines(), *g.lines(), *memory_lines(plan)]
+    return [head, *fired, *REPORT.lines(), *memory_lines(plan), *g.lines()]

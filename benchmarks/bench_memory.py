@@ -1,0 +1,123 @@
+"""Peak memory of the MNIST training step, with and without the executor's memory planner.
+
+    python3 benchmarks/bench_memory.py --quick   # batch 64, 4 timed steps (under a minute)
+    python3 benchmarks/bench_memory.py           # batch 256, 8 timed steps
+
+The Dali CNN (benchmarks/bench_cache.py) trained with SGD + momentum; every evaluation is
+metered (LAZYGRAPH_MEASURE=1): per training step, the planner's predicted peak and the measured
+peak (bytes of the buffers the executor holds, counted as it allocates and frees; parameters
+and inputs the user holds are not counted), with the planner on (chosen order, buffer reuse)
+and off (LAZYGRAPH_SCHEDULE=0: recorded order, no reuse), and the step time in each setting.
+The peer, measured in the same run: the same step written by hand in NumPy
+(benchmarks/numpy_models.py), its peak bytes allocated during the step from tracemalloc
+(NumPy reports its buffers there). The last lines read `result: <metric> = <number>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lazygraph as lg  # noqa: E402
+from bench_cache import LR, MOMENTUM, dali_cnn, mnist_batches  # noqa: E402
+from lazygraph import executor, nn  # noqa: E402
+
+MIB = 2**20
+
+
+def run_lazygraph(schedule: str, data: list, warmup: int) -> dict[str, float]:
+    """Train on `data` with the planner on ("1") or off ("0"): peaks and step times after warm-up."""
+    os.environ["LAZYGRAPH_SCHEDULE"] = schedule
+    lg.manual_seed(0)
+    model = dali_cnn()
+    opt = lg.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    preds, meas, times, reused = [], [], [], []
+    for i, (x, y) in enumerate(data):
+        executor.STATS.reset()
+        t0 = time.perf_counter()
+        loss = nn.functional.cross_entropy(model(lg.asarray(x)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        float(loss)
+        t1 = time.perf_counter()
+        if i >= warmup:
+            s = executor.STATS
+            preds.append(s.peak_predicted)
+            meas.append(s.peak_measured)
+            reused.append(s.buffers_reused + s.inplace_writes)
+            times.append(t1 - t0)
+    return {
+        "predicted": statistics.median(preds),
+        "measured": statistics.median(meas),
+        "mismatch_steps": sum(p != m for p, m in zip(preds, meas)),
+        "reused": statistics.median(reused),
+        "step_ms": statistics.median(times) * 1e3,
+    }
+
+
+def run_numpy(data: list, warmup: int) -> float:
+    """The hand-written NumPy step's peak bytes allocated during a step (median)."""
+    from numpy_models import NumpyCNN
+
+    lg.manual_seed(0)
+    weights = {k: np.array(v) for k, v in dali_cnn().state_dict().items()}
+    peer = NumpyCNN(weights, LR, MOMENTUM)
+    peaks = []
+    for i, (x, y) in enumerate(data):
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        peer.step(x, y)
+        peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        if i >= warmup:
+            peaks.append(peak)
+    return statistics.median(peaks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table and the result lines."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="batch 64, 4 timed steps")
+    args = ap.parse_args(argv)
+    batch, steps, warmup = (64, 4, 2) if args.quick else (256, 8, 2)
+    os.environ["LAZYGRAPH_MEASURE"] = "1"
+    os.environ.setdefault("LAZYGRAPH_CACHE", "memory")
+    print(f"MNIST training step (Dali CNN, SGD + momentum), batch {batch}, {steps} metered steps after {warmup}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared)")
+    data = mnist_batches(batch, steps + warmup)
+    on = run_lazygraph("1", data, warmup)
+    off = run_lazygraph("0", data, warmup)
+    os.environ.pop("LAZYGRAPH_SCHEDULE", None)
+    peer = run_numpy(data, warmup)
+    print(f"{'':34}{'predicted MiB':>14}{'measured MiB':>14}{'vs NumPy':>10}{'reused':>8}{'step ms':>9}")
+    for name, r in (("lazygraph, planner on", on), ("lazygraph, LAZYGRAPH_SCHEDULE=0", off)):
+        print(
+            f"{name:34}{r['predicted'] / MIB:14.2f}{r['measured'] / MIB:14.2f}"
+            f"{r['measured'] / peer:10.2f}{r['reused']:8.0f}{r['step_ms']:9.1f}"
+        )
+    print(f"{'NumPy by hand (tracemalloc)':34}{'':14}{peer / MIB:14.2f}{1.0:10.2f}")
+    print(f"steps whose measured peak differs from the prediction: {on['mismatch_steps'] + off['mismatch_steps']}")
+    print(f"result: mnist_peak_mib_planner = {on['measured'] / MIB:.2f}")
+    print(f"result: mnist_peak_mib_predicted_planner = {on['predicted'] / MIB:.2f}")
+    print(f"result: mnist_peak_mib_recorded_order = {off['measured'] / MIB:.2f}")
+    print(f"result: mnist_peak_mib_numpy = {peer / MIB:.2f}")
+    print(f"result: mnist_peak_planner_over_recorded = {on['measured'] / off['measured']:.3f}")
+    print(f"result: mnist_step_ms_planner = {on['step_ms']:.1f}")
+    print(f"result: mnist_step_ms_recorded_order = {off['step_ms']:.1f}")
+    print(f"result: peak_mismatch_steps = {on['mismatch_steps'] + off['mismatch_steps']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
