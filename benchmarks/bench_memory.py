@@ -28,8 +28,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import lazygraph as lg  # noqa: E402
 from bench_cache import LR, MOMENTUM, dali_cnn, mnist_batches  # noqa: E402
+
+import lazygraph as lg  # noqa: E402
 from lazygraph import executor, nn  # noqa: E402
 
 MIB = 2**20
@@ -93,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     batch, steps, warmup = (64, 4, 2) if args.quick else (256, 8, 2)
     os.environ["LAZYGRAPH_MEASURE"] = "1"
     os.environ.setdefault("LAZYGRAPH_CACHE", "memory")
-    print(f"MNIST training step (Dali CNN, SGD + momentum), batch {batch}, {steps} metered steps after {warmup}")
+    print(
+        f"MNIST training step (Dali CNN, SGD + momentum), batch {batch}, {steps} metered steps after {warmup}"
+    )
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared)")
     data = mnist_batches(batch, steps + warmup)
     on = run_lazygraph("1", data, warmup)
@@ -107,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['measured'] / peer:10.2f}{r['reused']:8.0f}{r['step_ms']:9.1f}"
         )
     print(f"{'NumPy by hand (tracemalloc)':34}{'':14}{peer / MIB:14.2f}{1.0:10.2f}")
-    print(f"steps whose measured peak differs from the prediction: {on['mismatch_steps'] + off['mismatch_steps']}")
+    print(
+        f"steps whose measured peak differs from the prediction: {on['mismatch_steps'] + off['mismatch_steps']}"
+    )
     print(f"result: mnist_peak_mib_planner = {on['measured'] / MIB:.2f}")
     print(f"result: mnist_peak_mib_predicted_planner = {on['predicted'] / MIB:.2f}")
     print(f"result: mnist_peak_mib_recorded_order = {off['measured'] / MIB:.2f}")
