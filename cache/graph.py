@@ -21,7 +21,7 @@ from cache.key import Walk, dtype_str, is_leaf_token
 from cache.plan import TransformationGraph
 from cache.recipe import Expr, Recipe, compile_guard, eval_expr
 from ops.base import REGISTRY
-from ops.node import Node
+from ops.node import Node, postorder
 
 
 class PassError(RuntimeError):
@@ -169,24 +169,7 @@ class Graph:
 
     def toposort(self) -> None:
         """Order nodes inputs-first (replacements may sit later than their new consumers)."""
-        order: list[QNode] = []
-        seen: set[int] = set()
-        for start in self.nodes:
-            if id(start) in seen:
-                continue
-            seen.add(id(start))
-            stack = [(start, iter(start.inputs))]
-            while stack:
-                node, it = stack[-1]
-                for c in it:
-                    if id(c) not in seen:
-                        seen.add(id(c))
-                        stack.append((c, iter(c.inputs)))
-                        break
-                else:
-                    stack.pop()
-                    order.append(node)
-        self.nodes = order
+        self.nodes = postorder(self.nodes)
 
     def remove_unreachable(self) -> int:
         """Drop nodes no output depends on; returns how many were dropped."""

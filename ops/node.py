@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -67,3 +68,30 @@ class Node:
     def __repr__(self) -> str:
         dims = ",".join(map(str, self.shape))
         return f"<Node {self.op.name} {self.dtype}[{dims}]>"
+
+
+def postorder(roots: Iterable[Any], expand: Callable[[Any], bool] | None = None) -> list[Any]:
+    """Every node reachable from `roots` (anything with `.inputs`), inputs before their readers.
+
+    Iterative, so deep graphs do not hit Python's recursion limit. Nodes for which `expand`
+    says False are listed but their inputs are not followed.
+    """
+    order: list[Any] = []
+    seen: set[int] = set()
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.inputs if expand is None or expand(root) else ()))]
+        while stack:
+            node, it = stack[-1]
+            for c in it:
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    follow = expand is None or expand(c)
+                    stack.append((c, iter(c.inputs if follow else ())))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
