@@ -171,3 +171,64 @@ def test_training_step_with_fusion_matches_reference():
         del os.environ["LAZYGRAPH_OPTIMIZE"]
     for a, b in zip(on, off):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def conv_grads(xn, wn, bn, groups=1, **attrs) -> list[np.ndarray]:
+    """Output and the gradients of a conv2d layer under a fixed cotangent."""
+    s, w, b = lg.asarray(np.ones((1, xn.shape[1], 1, 1), xn.dtype)), lg.asarray(wn), lg.asarray(bn)
+    for t in (s, w, b):
+        t.requires_grad = True
+    # x depends on data, not only on parameters (else the fold pass memoizes the whole layer);
+    # the scale's gradient is the input gradient summed.
+    x = lg.asarray(xn) * s
+    y = lg.conv2d(x, w, b, groups=groups, **attrs)
+    gn = np.cos(np.arange(y.size, dtype=np.float32)).reshape(y.shape)
+    (y * lg.asarray(gn)).sum().backward()
+    lg.eval(y, s.grad, w.grad, b.grad)  # one graph: the forward and the backward together
+    return [y.numpy(), s.grad.numpy(), w.grad.numpy(), b.grad.numpy()]
+
+
+@given(
+    n=st.sampled_from([0, 1, 3]),
+    c=st.sampled_from([2, 5]),
+    o=st.sampled_from([1, 4]),
+    kk=st.sampled_from([1, 3]),
+    stride=st.sampled_from([1, 2]),
+    padding=st.sampled_from([0, 1]),
+    dilation=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**31),
+)
+@settings(max_examples=20, deadline=None)
+def test_conv2d_and_weight_gradient_share_columns(n, c, o, kk, stride, padding, dilation, seed):
+    rng = np.random.default_rng(seed)
+    xn, wn, bn = data(rng, (n, c, 7, 6)), data(rng, (o, c, kk, kk)), data(rng, (o,))
+    attrs = dict(stride=stride, padding=padding, dilation=dilation)
+    on = conv_grads(xn, wn, bn, **attrs)
+    assert lg.cache.passes()["rules"].get("library:conv2d+shared_im2col", 0) >= 1
+    os.environ["LAZYGRAPH_OPTIMIZE"] = "0"
+    try:
+        off = conv_grads(xn, wn, bn, **attrs)
+    finally:
+        del os.environ["LAZYGRAPH_OPTIMIZE"]
+    for a, b in zip(on, off):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["one_channel", "groups", "float64_weight"])
+def test_shared_columns_conditions(case):
+    rng = np.random.default_rng(3)
+    c, groups, wdt = {"one_channel": (1, 1, np.float32), "groups": (4, 2, np.float32)}.get(
+        case, (3, 1, np.float64)
+    )
+    xn, wn, bn = data(rng, (2, c, 5, 5)), data(rng, (4, c // groups, 3, 3), wdt), data(rng, (4,), wdt)
+    lg.cache.reset_stats()
+    on = conv_grads(xn, wn, bn, groups=groups, padding=1)
+    assert "library:conv2d+shared_im2col" not in lg.cache.passes()["rules"]
+    os.environ["LAZYGRAPH_OPTIMIZE"] = "0"
+    try:
+        off = conv_grads(xn, wn, bn, groups=groups, padding=1)
+    finally:
+        del os.environ["LAZYGRAPH_OPTIMIZE"]
+    for a, b in zip(on, off):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -457,3 +457,49 @@ def test_pool_errors():
             infer(name, arr, **attrs)
     # Padding of exactly half the kernel is allowed, as in torch.
     assert infer("max_pool2d", x, kernel_size=(4, 2), padding=(2, 1))[0] == (1, 2, 2, 3)
+
+
+def naive_max_pool_grad(g, x, k, s, p, d):
+    """Each window's cotangent to its first maximum in row-major order (the first nan if any)."""
+    N, C, H, W = x.shape
+    out = np.zeros(x.shape, g.dtype)
+    for n, c, i, j in itertools.product(range(N), range(C), range(g.shape[2]), range(g.shape[3])):
+        best = None
+        for a, e in itertools.product(range(k[0]), range(k[1])):
+            r, q = i * s[0] - p[0] + a * d[0], j * s[1] - p[1] + e * d[1]
+            if not (0 <= r < H and 0 <= q < W):
+                continue
+            v = x[n, c, r, q]
+            if best is None or (not np.isnan(x[best]) and (np.isnan(v) or v > x[best])):
+                best = (n, c, r, q)
+        if best is not None:
+            out[best] += g[n, c, i, j]
+    return out
+
+
+@FAST
+@given(pool_cases(dilation=True), st.booleans(), st.integers(0, 2**31))
+def test_max_pool2d_grad_routes_to_first_maximum(case, with_nan, seed):
+    x, k, s, p, d, stride = case
+    x = np.round(x)  # many ties: every tied window must route to its first maximum only
+    rng = np.random.default_rng(seed)
+    if with_nan and x.size:
+        x.flat[rng.integers(0, x.size, size=max(1, x.size // 7))] = np.nan
+    y, attrs = run("max_pool2d", x, kernel_size=k, stride=stride, padding=p, dilation=d)
+    g = rng.standard_normal(y.shape)
+    out, _ = run("max_pool2d_grad", g, x, **attrs)
+    np.testing.assert_allclose(out, naive_max_pool_grad(g, x, k, s, p, d), rtol=1e-12, atol=1e-12)
+    # float32 (the training dtype) routes the same way
+    out32, _ = run("max_pool2d_grad", g.astype(np.float32), x.astype(np.float32), **attrs)
+    np.testing.assert_allclose(out32, out, rtol=1e-5, atol=1e-5)
+
+
+def test_max_pool2d_grad_relu_ties_tiled():
+    # ReLU output pooled 2x2: windows of zeros tie everywhere; the gradient keeps its sum.
+    rng = np.random.default_rng(1)
+    x = np.maximum(rng.standard_normal((3, 4, 9, 8)), 0).astype(np.float32)
+    g = rng.standard_normal((3, 4, 4, 4)).astype(np.float32)
+    out, _ = run("max_pool2d_grad", g, x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+    ref = naive_max_pool_grad(g, x, (2, 2), (2, 2), (0, 0), (1, 1))
+    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_allclose(out.sum(), g.sum(), rtol=1e-5)
