@@ -17,7 +17,6 @@ graph key (a Merkle hash of the outputs) identifies graphs up to these identitie
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -60,7 +59,7 @@ if "slice_axis" not in REGISTRY:
 class SNode:
     """One node: an operator application or a leaf (`src`: the Q node it stands for, or -1)."""
 
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "src", "value")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "src", "value", "_sig")
 
     def __init__(
         self,
@@ -79,6 +78,14 @@ class SNode:
         self.dtype = dtype
         self.src = src
         self.value = value  # a scalar's or constant's value
+        self._sig: tuple | None = None
+
+    @property
+    def sig(self) -> tuple:
+        """(op, attributes, shape, dtype) in hashable form, computed once (nodes are immutable)."""
+        if self._sig is None:
+            self._sig = (self.op, frozen(self.attrs), self.shape, self.dtype.str)
+        return self._sig
 
     @property
     def leaf(self) -> bool:
@@ -87,7 +94,9 @@ class SNode:
 
     def with_inputs(self, inputs: tuple[int, ...]) -> SNode:
         """The same operation reading other (equivalent) inputs."""
-        return SNode(self.op, inputs, self.attrs, self.shape, self.dtype, self.src, self.value)
+        n = SNode(self.op, inputs, self.attrs, self.shape, self.dtype, self.src, self.value)
+        n._sig = self._sig
+        return n
 
     def __repr__(self) -> str:
         return f"<{self.op}{list(self.inputs)} {self.dtype}{list(self.shape)}>"
@@ -123,6 +132,8 @@ class SGraph:
         self.value_guards: set[int] = set()  # ids of scalar leaves whose values a rule read
         self.next_id = 0
         self._key: str | None = None
+        self._order: list[int] | None = None
+        self.focus: int | None = None  # the node a rule just made (rules chaining on it read this)
 
     # -- building ----------------------------------------------------------------------------
 
@@ -153,17 +164,32 @@ class SGraph:
         opdef = REGISTRY.get(op)
         if opdef is None:
             raise RewriteError(f"unknown operator {op}")
+        if opdef.kind == "elementwise" and ins and all(self.nodes[i].op in ("scalar", "const") for i in ins):
+            return self._fold(opdef, ins, attrs)
         try:
             shape, dtype, attrs = opdef.infer(tuple(_fake(self.nodes[i]) for i in ins), attrs)
         except (ValueError, TypeError, IndexError, KeyError) as e:
             raise RewriteError(str(e)) from None
         return self._put(SNode(op, ins, dict(attrs), tuple(shape), np.dtype(dtype)))
 
+    def _fold(self, opdef: Op, ins: tuple[int, ...], attrs: dict) -> int:
+        """An elementwise op of scalars is a scalar (weak if every operand is a Python scalar)."""
+        args = [self.nodes[i] for i in ins]
+        vals = [a.value if a.op == "scalar" else np.asarray(a.value, a.dtype) for a in args]
+        try:
+            with np.errstate(all="ignore"):
+                v = np.asarray(opdef.kernel(*vals, **attrs))
+        except (ValueError, TypeError, ArithmeticError) as e:
+            raise RewriteError(str(e)) from None
+        if all(a.op == "scalar" for a in args):
+            return self.leaf("scalar", (), v.dtype, value=v.item())
+        return self.leaf("const", (), v.dtype, value=v.item())
+
     def _put(self, n: SNode) -> int:
         i = self.next_id
         self.next_id += 1
         self.nodes[i] = n
-        self._key = None
+        self._key = self._order = None
         return i
 
     def _simplify_slice(self, x: int, attrs: dict) -> int | None:
@@ -225,6 +251,8 @@ class SGraph:
         c.value_guards = set(self.value_guards)
         c.next_id = self.next_id
         c._key = None
+        c._order = None
+        c.focus = None
         return c
 
     def redirect(self, mapping: dict[int, int]) -> None:
@@ -236,13 +264,15 @@ class SGraph:
                 self.nodes[i] = n.with_inputs(tuple(mapping.get(c, c) for c in n.inputs))
         self.outputs = [mapping.get(o, o) for o in self.outputs]
         self.replaced.update(mapping)
-        self._key = None
+        self._key = self._order = None
 
     def prune(self) -> None:
         """Drop nodes no output depends on."""
         live = self.reachable()
         for i in [i for i in self.nodes if i not in live]:
             del self.nodes[i]
+        if self._order is not None:
+            self._order = [i for i in self._order if i in live]  # still inputs-first
 
     def reachable(self) -> set[int]:
         """Ids the outputs depend on."""
@@ -256,7 +286,9 @@ class SGraph:
         return live
 
     def topo(self) -> list[int] | None:
-        """Live ids inputs-first, or None when the graph has a cycle."""
+        """Live ids inputs-first, or None when the graph has a cycle (remembered until an edit)."""
+        if self._order is not None:
+            return self._order
         state: dict[int, int] = {}
         order: list[int] = []
         for root in self.outputs:
@@ -278,6 +310,7 @@ class SGraph:
                     stack.pop()
                     state[i] = 2
                     order.append(i)
+        self._order = order
         return order
 
     def hashcons(self, order: list[int]) -> None:
@@ -293,7 +326,7 @@ class SGraph:
             if simpler is not None:
                 mapping[i] = simpler
                 continue
-            sig = (n.op, frozen(n.attrs), ins)
+            sig = (n.sig, ins)
             prev = table.get(sig)
             if prev is None:
                 table[sig] = i
@@ -323,22 +356,14 @@ class SGraph:
         """Merkle hash of the outputs: equal graphs (up to node ids) have equal keys."""
         if self._key is not None:
             return self._key
-        order = self.topo() or []
-        h: dict[int, bytes] = {}
-        for i in order:
+        h: dict[int, int] = {}
+        for i in self.topo() or []:
             n = self.nodes[i]
             if n.leaf:
-                tag = repr((n.op, n.src, n.shape, n.dtype.str, canon(n.value) if n.op == "const" else i))
+                h[i] = hash((n.op, n.src, n.sig, repr(n.value) if n.op == "const" else i))
             else:
-                tag = repr((n.op, frozen(n.attrs), n.shape))
-            d = hashlib.blake2b(tag.encode(), digest_size=16)
-            for c in n.inputs:
-                d.update(h[c])
-            h[i] = d.digest()
-        d = hashlib.blake2b(digest_size=16)
-        for o in self.outputs:
-            d.update(h.get(o, b"?"))
-        self._key = d.hexdigest()
+                h[i] = hash((n.sig, tuple(h[c] for c in n.inputs)))
+        self._key = repr(tuple(h.get(o) for o in self.outputs))
         return self._key
 
     def consumers(self, live: Iterable[int] | None = None) -> dict[int, list[int]]:

@@ -31,7 +31,7 @@ from optimizer.superopt.apply import RewriteError, SGraph
 
 COMMUTATIVE = frozenset(("add", "multiply", "maximum", "minimum"))
 UNARY = frozenset(("tanh", "sigmoid", "exp", "negative", "abs", "sqrt", "square", "erf", "log"))
-_PAIRS = 8  # at most this many same-input consumers are paired by a merge rule
+_PAIRS = 3  # pairs are offered in groups of at most this many same-input consumers
 
 
 class Context:
@@ -64,7 +64,7 @@ def rewrite(sg: SGraph, name: str, build: Callable[[SGraph], dict[int, int]]) ->
     if order is None:
         return None
     g.prune()
-    g.hashcons(order)
+    g.hashcons([i for i in order if i in g.nodes])
     g.applied.append(name)
     return g
 
@@ -80,77 +80,95 @@ class Rule:
         raise NotImplementedError
 
 
-def _pairs(items: list[int]) -> Iterator[tuple[int, int]]:
-    return itertools.combinations(items[:_PAIRS], 2)
+def _subsets(items: list[int], groups: list[list[int]]) -> Iterator[tuple[int, ...]]:
+    """What a merge rule offers: every compatible group whole, its same-kind subgroups, and
+    pairs among its first few members (TASO reaches a k-way merge by k-1 pairwise steps; the
+    whole group is the same result in one step, which keeps the search short on wide models).
+    """
+    seen: set[tuple[int, ...]] = set()
+    for grp in [items, *groups]:
+        t = tuple(grp)
+        if len(t) >= 2 and t not in seen:
+            seen.add(t)
+            yield t
+    if len(items) > _PAIRS:
+        return  # a wide group: its whole and its same-kind parts only (pairs would swamp the queue)
+    for pair in itertools.combinations(items, 2):
+        if pair not in seen:
+            seen.add(pair)
+            yield pair
+
+
+def _split(g: SGraph, y: int, axis: int, members: tuple[int, ...], widths: list[int]) -> dict[int, int]:
+    """Each member replaced by its piece of the merged output y."""
+    g.focus = y
+    out, start = {}, 0
+    for m, w in zip(members, widths):
+        out[m] = g.add("slice_axis", [y], {"axis": axis, "start": start, "stop": start + w})
+        start += w
+    return out
 
 
 class MergeMatmul(Rule):
-    """matmul(x, W1), matmul(x, W2) -> split(matmul(x, concat(W1, W2, axis=1)))."""
+    """matmul(x, W1), ..., matmul(x, Wk) -> split(matmul(x, concat(W1, ..., Wk, axis=1)))."""
 
     name = "merge-matmul"
     roots = ("matmul",)
 
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
-        """Pairs of matmuls reading the same left operand with 2-D right operands."""
+        """Matmuls reading the same left operand with 2-D right operands."""
         sg = ctx.sg
         for x, users in ctx.users.items():
-            mms = []
+            mms: list[int] = []
             for u in dict.fromkeys(users):
                 n = sg.nodes[u]
-                if (
-                    n.op == "matmul"
-                    and n.inputs[0] == x
-                    and n.inputs[1] != x
-                    and len(sg.nodes[n.inputs[1]].shape) == 2
-                ):
-                    mms.append(u)
-            for a, b in _pairs(mms):
-                yield from _with_hoist(
-                    rewrite(sg, self.name, lambda g, a=a, b=b, x=x: self._build(g, x, a, b))
-                )
+                if n.op == "matmul" and n.inputs[0] == x and n.inputs[1] != x:
+                    if len(sg.nodes[n.inputs[1]].shape) == 2:
+                        mms.append(u)
+            for sub in _subsets(mms, []):
+                yield from _with_hoist(rewrite(sg, self.name, lambda g, s=sub, x=x: self._build(g, x, s)))
 
     @staticmethod
-    def _build(g: SGraph, x: int, a: int, b: int) -> dict[int, int]:
-        wa, wb = g.nodes[a].inputs[1], g.nodes[b].inputs[1]
-        na, nb = g.nodes[wa].shape[1], g.nodes[wb].shape[1]
-        m = g.add("matmul", [x, g.add("concat", [wa, wb], {"axis": 1})])
-        axis = len(g.nodes[m].shape) - 1
-        return {
-            a: g.add("slice_axis", [m], {"axis": axis, "start": 0, "stop": na}),
-            b: g.add("slice_axis", [m], {"axis": axis, "start": na, "stop": na + nb}),
-        }
+    def _build(g: SGraph, x: int, members: tuple[int, ...]) -> dict[int, int]:
+        ws = [g.nodes[m].inputs[1] for m in members]
+        y = g.add("matmul", [x, g.add("concat", ws, {"axis": 1})])
+        return _split(g, y, len(g.nodes[y].shape) - 1, members, [g.nodes[w].shape[1] for w in ws])
 
 
 class MergeConv(Rule):
-    """conv(x, W1), conv(x, W2) -> split(conv(x, concat(enlarge(W1), W2))) (kernels enlarged to match)."""
+    """conv(x, W1), ..., conv(x, Wk) -> split(conv(x, concat(enlarge(W1), ..., Wk))) (kernels centred)."""
 
     name = "merge-conv"
     roots = ("conv2d",)
 
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
-        """Pairs of ungrouped convolutions of one input with the same stride and dilation."""
+        """Ungrouped convolutions of one input with the same stride, dilation and bias use."""
         sg = ctx.sg
         for x, users in ctx.users.items():
-            convs = []
+            kinds: dict[tuple, list[int]] = {}
             for u in dict.fromkeys(users):
                 n = sg.nodes[u]
                 if n.op == "conv2d" and n.inputs[0] == x and n.attrs.get("groups", 1) == 1:
-                    convs.append(u)
-            for a, b in _pairs(convs):
-                na, nb = sg.nodes[a], sg.nodes[b]
-                same = all(na.attrs[k] == nb.attrs[k] for k in ("stride", "dilation"))
-                if same and len(na.inputs) == len(nb.inputs):
-                    g = rewrite(sg, self.name, lambda g, a=a, b=b, x=x: self._build(g, x, a, b))
+                    key = (repr(n.attrs["stride"]), repr(n.attrs["dilation"]), len(n.inputs))
+                    kinds.setdefault(key, []).append(u)
+            for convs in kinds.values():
+                same_kernel: dict[tuple, list[int]] = {}
+                for u in convs:
+                    n = sg.nodes[u]
+                    shape = sg.nodes[n.inputs[1]].shape[2:]
+                    same_kernel.setdefault((shape, repr(n.attrs["padding"])), []).append(u)
+                for sub in _subsets(convs, list(same_kernel.values())):
+                    g = rewrite(sg, self.name, lambda g, s=sub, x=x: self._build(g, x, s))
                     yield from _with_hoist(g)
 
     @staticmethod
-    def _build(g: SGraph, x: int, a: int, b: int) -> dict[int, int]:
-        na, nb = g.nodes[a], g.nodes[b]
-        ka, kb = g.nodes[na.inputs[1]].shape[2:], g.nodes[nb.inputs[1]].shape[2:]
-        big = (max(ka[0], kb[0]), max(ka[1], kb[1]))
-        dil = na.attrs["dilation"]
-        weights, pads = [], []
-        for n, k in ((na, ka), (nb, kb)):
+    def _build(g: SGraph, x: int, members: tuple[int, ...]) -> dict[int, int]:
+        nodes = [g.nodes[m] for m in members]
+        ks = [g.nodes[n.inputs[1]].shape[2:] for n in nodes]
+        big = (max(k[0] for k in ks), max(k[1] for k in ks))
+        dil = nodes[0].attrs["dilation"]
+        weights, pads = [], set()
+        for n, k in zip(nodes, ks):
             grow = (big[0] - k[0], big[1] - k[1])
             if grow[0] % 2 or grow[1] % 2:
                 raise RewriteError("kernels cannot be centred on each other")
@@ -160,20 +178,15 @@ class MergeConv(Rule):
                 width = ((0, 0), (0, 0), (half[0], half[0]), (half[1], half[1]))
                 w = g.add("pad", [w], {"pad_width": width, "mode": "constant", "constant_values": 0})
             weights.append(w)
-            pads.append(tuple(n.attrs["padding"][d] + half[d] * dil[d] for d in range(2)))
-        if pads[0] != pads[1]:
+            pads.add(tuple(n.attrs["padding"][d] + half[d] * dil[d] for d in range(2)))
+        if len(pads) != 1:
             raise RewriteError("the convolutions would not line up")
         ins = [x, g.add("concat", weights, {"axis": 0})]
-        if len(na.inputs) == 3:
-            ins.append(g.add("concat", [na.inputs[2], nb.inputs[2]], {"axis": 0}))
-        attrs = {"stride": na.attrs["stride"], "padding": pads[0], "dilation": dil, "groups": 1}
+        if len(nodes[0].inputs) == 3:
+            ins.append(g.add("concat", [n.inputs[2] for n in nodes], {"axis": 0}))
+        attrs = {"stride": nodes[0].attrs["stride"], "padding": pads.pop(), "dilation": dil, "groups": 1}
         y = g.add("conv2d", ins, attrs)
-        ca = g.nodes[na.inputs[1]].shape[0]
-        cb = g.nodes[nb.inputs[1]].shape[0]
-        return {
-            a: g.add("slice_axis", [y], {"axis": 1, "start": 0, "stop": ca}),
-            b: g.add("slice_axis", [y], {"axis": 1, "start": ca, "stop": ca + cb}),
-        }
+        return _split(g, y, 1, members, [g.nodes[w].shape[0] for w in weights])
 
 
 class HoistUnary(Rule):
@@ -184,19 +197,22 @@ class HoistUnary(Rule):
 
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
         """Slices of one array each read by the same elementwise op (ReLU: the same scalar)."""
-        sg = ctx.sg
-        for y, users in ctx.users.items():
-            groups: dict[tuple, list[tuple[int, int]]] = {}
-            for s in dict.fromkeys(users):
-                if sg.nodes[s].op != "slice_axis":
-                    continue
-                for u in dict.fromkeys(ctx.users.get(s, [])):
-                    sig = self._signature(sg, u, s)
-                    if sig is not None:
-                        groups.setdefault(sig, []).append((s, u))
-            for members in groups.values():
-                if len({s for s, _ in members}) >= 2:
-                    yield from _maybe(rewrite(sg, self.name, lambda g, y=y, m=members: self._build(g, y, m)))
+        for y in ctx.users:
+            yield from self.at(ctx.sg, y, ctx.users)
+
+    def at(self, sg: SGraph, y: int, users: dict[int, list[int]]) -> Iterator[SGraph]:
+        """The rewrites for the slices of one array y."""
+        groups: dict[tuple, list[tuple[int, int]]] = {}
+        for s in dict.fromkeys(users.get(y, [])):
+            if sg.nodes[s].op != "slice_axis":
+                continue
+            for u in dict.fromkeys(users.get(s, [])):
+                sig = self._signature(sg, u, s)
+                if sig is not None:
+                    groups.setdefault(sig, []).append((s, u))
+        for members in groups.values():
+            if len({s for s, _ in members}) >= 2:
+                yield from _maybe(rewrite(sg, self.name, lambda g, y=y, m=members: self._build(g, y, m)))
 
     @staticmethod
     def _signature(sg: SGraph, u: int, s: int) -> tuple | None:
@@ -268,9 +284,19 @@ def _with_hoist(g: SGraph | None) -> Iterator[SGraph]:
     if g is None:
         return
     yield g
-    order = g.topo()
-    if order is not None:
-        yield from HoistUnary().rewrites(Context(g, order))
+    y = g.focus
+    if y is None or y not in g.nodes:
+        return
+    users: dict[int, list[int]] = {}
+    for i, n in g.nodes.items():  # readers of y, then readers of y's slices
+        if y in n.inputs:
+            users.setdefault(y, []).append(i)
+    pieces = set(users.get(y, []))
+    for i, n in g.nodes.items():
+        for c in n.inputs:
+            if c in pieces:
+                users.setdefault(c, []).append(i)
+    yield from HoistUnary().at(g, y, users)
 
 
 def builtin_rules() -> list[Rule]:

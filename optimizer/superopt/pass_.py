@@ -9,10 +9,11 @@ and attributes, so the pass guards the shapes of the nodes the rewrite read (and
 of scalars a rule compared): a hit replays the rewrite only on graphs of the same sizes.
 
 Where it runs (the condition, cheap): inference graphs with something to merge — two or
-more matmuls or convolutions reading the same array, or a sum of two matmuls. Graphs that
-compute gradients or write buffers (training steps) are left alone: merged weights pay off
-only because the fold pass memoizes their concatenation, which holds only while the weights
-do not change between evaluations.
+more matmuls or convolutions reading the same array, or a sum of two matmuls. Inference means
+recorded without autograd (under `lg.no_grad()`, or on arrays that need no gradient): graphs
+recorded for a backward pass, and graphs that write buffers, are training steps and left
+alone. Merged weights pay off only because the fold pass memoizes their concatenation, which
+holds only while the weights do not change between evaluations.
 
 Settings (read at each optimization): LAZYGRAPH_SUPEROPT=0 turns the pass off (an entry
 already cached keeps its rewrite); LAZYGRAPH_SUPEROPT_SECONDS (default 0.5) and
@@ -84,8 +85,8 @@ def worth_searching(g: Graph) -> bool:
         if n.op is None:
             continue
         name = n.op.name
-        if "grad" in name or name == "assign":
-            return False
+        if name == "assign" or (n.src >= 0 and not n.leaf and g.pnodes[n.src].requires_grad):
+            return False  # recorded for autograd (training) or writing buffers: weights change
         if _plain(n) and name in ("matmul", "conv2d"):
             k = id(n.inputs[0])
             readers[k] = readers.get(k, 0) + 1

@@ -79,6 +79,8 @@ def search(
         ctx = Context(g, g_order)
         for rule in rules:
             for cand in rule.rewrites(ctx):
+                if time.perf_counter() > deadline:
+                    break
                 result.generated += 1
                 key = cand.key()
                 if key in seen:
