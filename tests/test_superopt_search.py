@@ -274,3 +274,66 @@ def test_pass_leaves_training_graphs_alone() -> None:
     loss = ((x @ ws[0]) * (x @ ws[1])).sum()
     w = keymod.walk([n.node for n in lg.grad(loss, ws[:2])])
     assert not pass_.worth_searching(Graph(w))
+
+
+# -- rules in the library's format ------------------------------------------------------------------
+
+
+def library_rule(name: str, source: list[str], target: list[str], status: str = "proven", **kw) -> object:
+    from optimizer.superopt.rulefile import rule_from_json
+
+    inputs = kw.pop("inputs", {"?x": {"kind": "tensor", "rank": 2}, "?y": {"kind": "tensor", "rank": 2}})
+    d = {"name": name, "inputs": inputs, "source": source, "target": target, "conditions": kw.pop("when", [])}
+    return rule_from_json({**d, "shapes": kw.pop("shapes", []), "status": status, "proof": {}})
+
+
+def test_library_rules_match_lazygraph_operators() -> None:
+    from optimizer.superopt.adapt import SKIPPED, from_library
+
+    three = {
+        "?x": {"kind": "tensor", "rank": 2},
+        "?y": {"kind": "tensor", "rank": 2},
+        "?z": {"kind": "tensor", "rank": 2},
+    }
+    rules = from_library(
+        [
+            library_rule(
+                "matmul-concat-weights",
+                ["(matmul ?x ?y)", "(matmul ?x ?z)"],
+                ["(split0 1 (matmul ?x (concat 1 ?y ?z)))", "(split1 1 (matmul ?x (concat 1 ?y ?z)))"],
+                inputs=three,
+            ),
+            library_rule("relu-concat", ["(concat 1 (relu ?x) (relu ?y))"], ["(relu (concat 1 ?x ?y))"]),
+            library_rule("never-proven", ["(relu ?x)"], ["?x"], status="unknown"),
+            library_rule("wrong", ["(relu ?x)"], ["?x"], status="refuted"),
+        ]
+    )
+    assert [r.name for r in rules] == ["lib:matmul-concat-weights", "lib:relu-concat"]
+    assert SKIPPED["never-proven"] == "status unknown" and SKIPPED["wrong"] == "status refuted"
+    sg = SGraph()
+    x = sg.leaf("input", (4, 8), np.float64)
+    zero = sg.leaf("scalar", (), np.float64, value=0.0)
+    a = sg.add("matmul", [x, sg.leaf("weight", (8, 3), np.float64)])
+    b = sg.add("matmul", [x, sg.leaf("weight", (8, 5), np.float64)])
+    sg.outputs = [sg.add("concat", [sg.add("maximum", [a, zero]), sg.add("maximum", [b, zero])], {"axis": 1})]
+    result = search(sg, rules, CostModel("unit"))
+    assert result.rules == {"lib:matmul-concat-weights": 1, "lib:relu-concat": 1}
+    assert result.cost == 2  # one matmul on folded weights, one ReLU
+    same_values(sg, result.best)
+
+
+def test_library_rules_respect_split_positions() -> None:
+    from optimizer.superopt.adapt import from_library
+
+    # split0 of concat(x, y) is x: only where the slice ends at x's width
+    (rule,) = from_library([library_rule("split-concat", ["(split0 1 (concat 1 ?x ?y))"], ["?x"])])
+    for stop, applies in ((3, True), (2, False)):
+        sg = SGraph()
+        x, y = sg.leaf("input", (2, 3), np.float64), sg.leaf("input", (2, 4), np.float64)
+        c = sg.raw("concat", [x, y], {"axis": 1}, (2, 7), np.float64, -1)
+        sg.outputs = [
+            sg.raw("slice_axis", [c], {"axis": 1, "start": 0, "stop": stop}, (2, stop), np.float64, -1)
+        ]
+        result = search(sg, [rule], CostModel("unit"))
+        assert (result.best.outputs == [x]) is applies
+        same_values(sg, result.best)

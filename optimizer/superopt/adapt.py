@@ -1,10 +1,278 @@
-"""The library's proven rules as search rules (filled in below)."""
+"""The verified library's rules as search rules: its vocabulary matched on lazygraph operators.
+
+The library (optimizer/superopt/rules.json, see docs/superopt.md) writes rules over the term
+vocabulary of opset.py (`add`, `smul`, `relu`, `conv2d 1 same relu`, `split0`, `enlarge`, ...).
+The search works on lazygraph's operators, so a `LibraryRule` *raises* each search-graph node
+into that vocabulary while matching (maximum(x, 0) is `relu`, a multiply by a 0-d operand is
+`smul`, maximum(conv2d(x, w), 0) is `conv2d ... relu`, a slice is `split0`/`split1`, a
+symmetric kernel pad is `enlarge`) and *lowers* the target with the vocabulary's own
+`lower` (splits become slices at the boundary the target's types give, transposes views).
+
+Only proven rules are loaded (`rulefile.proven_rules`). Rules the search cannot use are
+skipped and counted in `SKIPPED`: sources that split a bare variable (the split position
+lives in the value's history, which a search-graph node does not carry) and rules that build
+shape-only constants (`ident`, `ones`, ...).
+"""
 
 from __future__ import annotations
 
-from optimizer.superopt.match import Rule
+from collections.abc import Iterator
+from typing import Any
+
+from ops.views import View, c_strides
+from optimizer.superopt.apply import RewriteError, SGraph
+from optimizer.superopt.match import Context, Rule, rewrite
+from optimizer.superopt.opset import OPS, TS
+from optimizer.superopt.rulefile import SuperRule, proven_rules
+
+#: term operator -> the lazygraph operators a node it matches can have
+HEADS = {
+    "add": ("add",),
+    "mul": ("multiply",),
+    "smul": ("multiply",),
+    "relu": ("maximum",),
+    "matmul": ("matmul",),
+    "transpose": ("view",),
+    "concat": ("concat",),
+    "split": ("slice_axis",),
+    "conv2d": ("conv2d", "maximum"),
+    "avg_pool2d": ("avg_pool2d",),
+    "max_pool2d": ("max_pool2d",),
+    "enlarge": ("pad",),
+}
+#: why library rules were left out of the search (name -> reason), filled by `library_rules`
+SKIPPED: dict[str, str] = {}
+
+
+def _pad_word(padding: Any, k: tuple[int, ...]) -> str | None:
+    p = tuple(padding)
+    if p == (0, 0):
+        return "valid"
+    if len(k) == 2 and k[0] % 2 and k[1] % 2 and p == (k[0] // 2, k[1] // 2):
+        return "same"
+    return None
+
+
+def _is_zero(sg: SGraph, i: int) -> bool:
+    n = sg.nodes[i]
+    return n.op in ("scalar", "const") and n.shape == () and n.value == 0
+
+
+def raise_node(sg: SGraph, i: int) -> list[tuple[str, tuple, tuple[int, ...], int]]:
+    """The ways node i reads in the term vocabulary: (op, params, argument ids, output index)."""
+    n = sg.nodes[i]
+    ins, a, out = n.inputs, n.attrs, []
+    if n.op in ("add", "multiply") and len(ins) == 2:
+        x, y = (sg.nodes[c] for c in ins)
+        if x.shape == y.shape == n.shape and n.shape and x.op != "scalar" and y.op != "scalar":
+            out.append(("add" if n.op == "add" else "mul", (), ins, 0))
+        elif n.op == "multiply":
+            for t, s in (ins, ins[::-1]):
+                if sg.nodes[t].shape == n.shape and sg.nodes[s].shape == () and n.shape:
+                    out.append(("smul", (), (t, s), 0))
+    elif n.op == "maximum" and len(ins) == 2:
+        for t, s in (ins, ins[::-1]):
+            if _is_zero(sg, s) and sg.nodes[t].shape == n.shape:
+                out.append(("relu", (), (t,), 0))
+                c = sg.nodes[t]
+                if c.op == "conv2d":
+                    out.extend((op, p[:2] + ("relu",), args, 0) for op, p, args, _ in raise_node(sg, t))
+    elif n.op == "matmul" and len(sg.nodes[ins[1]].shape) == 2 and len(sg.nodes[ins[0]].shape) >= 2:
+        out.append(("matmul", (), ins, 0))
+    elif n.op == "concat" and len(ins) == 2:
+        out.append(("concat", (a["axis"],), ins, 0))
+    elif n.op == "conv2d" and len(ins) == 2 and tuple(a["dilation"]) == (1, 1):
+        s, pad = tuple(a["stride"]), _pad_word(a["padding"], sg.nodes[ins[1]].shape[2:])
+        if s[0] == s[1] and pad is not None:
+            out.append(("conv2d", (s[0], pad, "none"), ins, 0))
+    elif n.op in ("avg_pool2d", "max_pool2d"):
+        k, s = tuple(a["kernel_size"]), tuple(a["stride"])
+        pad = _pad_word(a["padding"], k)
+        ok = (
+            a.get("count_include_pad", True)
+            if n.op == "avg_pool2d"
+            else tuple(a.get("dilation", (1, 1))) == (1, 1)
+        )
+        if ok and k[0] == k[1] and s[0] == s[1] and pad is not None:
+            out.append((n.op, (k[0], s[0], pad), ins, 0))
+    elif n.op == "pad" and a.get("mode") == "constant" and len(n.shape) == 4 and n.shape[2] == n.shape[3]:
+        w = tuple(tuple(p) for p in a["pad_width"])
+        if w[:2] == ((0, 0), (0, 0)) and w[2][0] == w[2][1] and w[3][0] == w[3][1]:
+            if a.get("constant_values", 0) == 0:
+                out.append(("enlarge", (n.shape[2],), ins, 0))
+    elif n.op == "slice_axis":
+        full = sg.nodes[ins[0]].shape[a["axis"]]
+        if a["start"] == 0:
+            out.append(("split", (a["axis"],), ins, 0))
+        if a["stop"] == full:
+            out.append(("split", (a["axis"],), ins, 1))
+    elif n.op == "view" and len(n.shape) >= 2:
+        base = sg.nodes[ins[0]].shape
+        v = a["view"]
+        st, sh = list(c_strides(base)), list(base)
+        st[-1], st[-2] = st[-2], st[-1]
+        sh[-1], sh[-2] = sh[-2], sh[-1]
+        if v.offset == 0 and tuple(v.shape) == tuple(sh) and tuple(v.strides) == tuple(st):
+            out.append(("transpose", (), ins, 0))
+    return out
+
+
+class LibraryRule(Rule):
+    """One proven library rule, matched and built on search graphs (see the module docstring)."""
+
+    def __init__(self, rule: SuperRule) -> None:
+        self.rule = rule
+        self.name = f"lib:{rule.name}"
+        self.src, self.dst = rule.graphs()
+        self.conditions = [c if isinstance(c, list) else _parse(c) for c in rule.conditions]
+        heads = [self.src.nodes[r[0]].op for r in self.src.outputs]
+        if any(h == "var" for h in heads):
+            raise ValueError("a source output is a bare variable")
+        self.roots = tuple(dict.fromkeys(op for h in heads for op in HEADS.get(h, ())))
+        for n in self.dst.nodes:
+            if n.op != "var" and OPS[n.op].constant:
+                raise ValueError(f"the target builds the constant {n.op}")
+
+    def rewrites(self, ctx: Context) -> Iterator[SGraph]:
+        """Every match of the source outputs at distinct nodes whose types check."""
+        for env in self._roots(ctx, 0, {}, ()):
+            roots = env.pop("#roots")
+            yield from _maybe(rewrite(ctx.sg, self.name, lambda g, e=env, r=roots: self._build(g, e, r)))
+
+    def _roots(self, ctx: Context, k: int, env: dict, roots: tuple) -> Iterator[dict]:
+        if k == len(self.src.outputs):
+            if self._typed(ctx.sg, env):
+                yield {**env, "#roots": roots}
+            return
+        ref = self.src.outputs[k]
+        cands: list[int] = []
+        for op in HEADS[self.src.nodes[ref[0]].op]:
+            cands.extend(ctx.by_op.get(op, []))
+        for i in cands:
+            if i not in roots:
+                for e in self._match(ctx.sg, ref, i, env):
+                    yield from self._roots(ctx, k + 1, e, (*roots, i))
+
+    def _match(self, sg: SGraph, ref: tuple[int, int], i: int, env: dict) -> Iterator[dict]:
+        t = self.src.nodes[ref[0]]
+        key = f"#{ref[0]}:{ref[1]}"
+        if env.get(key, i) != i:
+            return
+        if t.op == "var":
+            if env.get(t.params[0], i) == i:
+                yield {**env, t.params[0]: i, key: i}
+            return
+        for op, params, args, out in raise_node(sg, i):
+            if op != t.op or params != t.params or out != ref[1] or len(args) != len(t.args):
+                continue
+            orders = [args, args[::-1]] if OPS[op].commutative and len(args) == 2 else [args]
+            for order in orders:
+                envs = [{**env, key: i}]
+                for r, c in zip(t.args, order):
+                    envs = [e2 for e in envs for e2 in self._match(sg, r, c, e)]
+                yield from envs
+
+    def _typed(self, sg: SGraph, env: dict) -> bool:
+        """Conditions hold and the source's types (split positions too) are the matched shapes."""
+        shapes = {v: sg.nodes[env[v]].shape for v in self.src.variables}
+        for c in self.conditions:
+            what, a = c[0], sg.nodes[env[c[1]]]
+            if what == "rank" and len(a.shape) != int(c[2]):
+                return False
+            if what == "kind" and a.dtype.kind not in str(c[2]):
+                return False
+            if what == "same_shape" and a.shape != sg.nodes[env[c[2]]].shape:
+                return False
+        types = self.src.types(shapes)
+        if types is None:
+            return False
+        for key, i in env.items():
+            if key.startswith("#") and key != "#roots":
+                j, k = (int(p) for p in key[1:].split(":"))
+                if types[j][k].shape != sg.nodes[i].shape:
+                    return False
+        return self.dst.types(shapes) is not None
+
+    def _build(self, g: SGraph, env: dict, roots: tuple) -> dict[int, int]:
+        shapes = {v: g.nodes[env[v]].shape for v in self.src.variables}
+        types = self.dst.types(shapes)
+        if types is None:
+            raise RewriteError("the target does not type-check here")
+        dtype = g.nodes[roots[0]].dtype
+        made: dict[int, list[int]] = {}
+        live = self.dst.live()
+        for i, n in enumerate(self.dst.nodes):
+            if i not in live:
+                continue
+            if n.op == "var":
+                made[i] = [env[n.params[0]]]
+                continue
+            xs = [made[j][k] for j, k in n.args]
+            made[i] = _lower(g, n.op, n.params, xs, [types[j][k] for j, k in n.args], types[i], dtype)
+        return {r: made[j][k] for r, (j, k) in zip(roots, self.dst.outputs)}
+
+
+def _relu(g: SGraph, x: int) -> int:
+    return g.add("maximum", [x, g.leaf("const", (), g.nodes[x].dtype, value=0)])
+
+
+def _lower(
+    g: SGraph, op: str, params: tuple, xs: list[int], ins: list[TS], outs: list[TS], dtype: Any
+) -> list[int]:
+    """Search-graph nodes computing a term operator's outputs."""
+    if op == "relu":
+        return [_relu(g, xs[0])]
+    if op == "split":
+        (ax,) = params
+        top, full = ins[0].splits[ax][-1], ins[0].shape[ax]
+        return [
+            g.add("slice_axis", xs, {"axis": ax, "start": 0, "stop": top}),
+            g.add("slice_axis", xs, {"axis": ax, "start": top, "stop": full}),
+        ]
+    if op == "transpose":
+        shape = list(ins[0].shape)
+        st = list(c_strides(tuple(shape)))
+        shape[-1], shape[-2] = shape[-2], shape[-1]
+        st[-1], st[-2] = st[-2], st[-1]
+        return [g.add("view", xs, {"view": View(tuple(shape), tuple(st), 0)})]
+    spec = OPS[op]
+    if op == "conv2d" and params[2] == "relu":
+        low = spec.lower(params[:2] + ("none",), ins, outs)
+        return [_relu(g, g.add(low[0], xs, low[1]))]
+    low = spec.lower(params, ins, outs) if spec.lower else None
+    if low is None:
+        raise RewriteError(f"{op} has no lowering")
+    return [g.add(low[0], xs, low[1])]
+
+
+def _maybe(g: SGraph | None) -> Iterator[SGraph]:
+    if g is not None:
+        yield g
+
+
+def _parse(text: str) -> list:
+    from optimizer.rewrite.sexpr import parse
+
+    return parse(text)
+
+
+def from_library(rules: list[SuperRule]) -> list[Rule]:
+    """Search rules for library rules (proven ones only); the others are listed in SKIPPED."""
+    out: list[Rule] = []
+    for r in rules:
+        if r.status != "proven":
+            SKIPPED[r.name] = f"status {r.status}"
+            continue
+        try:
+            out.append(LibraryRule(r))
+        except (ValueError, KeyError) as e:
+            SKIPPED[r.name] = str(e)
+    return out
 
 
 def library_rules() -> list[Rule]:
-    """Proven library rules the search can match on lazygraph's operators."""
-    return []
+    """The proven rules of the library file that the search can use."""
+    return from_library(proven_rules())
+
+
+__all__ = ["HEADS", "SKIPPED", "LibraryRule", "from_library", "library_rules", "raise_node"]

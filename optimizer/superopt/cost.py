@@ -282,7 +282,7 @@ def _is_relu(sg: SGraph, i: int) -> bool:
     n = sg.nodes[i]
     if n.op != "maximum" or len(n.inputs) != 2:
         return False
-    return any(sg.nodes[c].op == "scalar" and sg.nodes[c].value == 0 for c in n.inputs)
+    return any(sg.nodes[c].op in ("scalar", "const") and sg.nodes[c].value == 0 for c in n.inputs)
 
 
 def _best(fn: Any, reps: int = 7) -> float:
