@@ -115,16 +115,16 @@ def memory_lines(plan: Any) -> list[str]:
     if isinstance(info, dict):
         proof = ", proven optimal" if info.get("optimal") else ""
         lines.append(
-            f"memory plan: order by {info.get('method')} ({len(plan.steps)} steps{proof}), predicted peak "
+            f"memory plan = order by {info.get('method')} ({len(plan.steps)} steps{proof}), predicted peak "
             f"{_mib(int(info.get('peak', 0)))} vs {_mib(int(info.get('recorded_peak', 0)))} "
             "in the recorded order (sizes when it was planned)"
         )
     else:
-        lines.append("memory plan: recorded order (the planner was off or the plan is too small)")
+        lines.append("memory plan = recorded order (the planner was off or the plan is too small)")
     if plan.memory is not None:
         pred, meas, reused, inplace = plan.memory
         lines.append(
-            f"last metered run: peak {_mib(pred)} predicted, {_mib(meas)} measured; "
+            f"last metered run = peak {_mib(pred)} predicted, {_mib(meas)} measured; "
             f"{reused} buffers reused (out=), {inplace} in-place writes"
         )
     return lines

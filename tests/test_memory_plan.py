@@ -115,6 +115,19 @@ def test_measured_peak_equals_prediction(metered: None, monkeypatch: pytest.Monk
     _check_program(ops, seed)  # again: cache hits, now with the learnt buffer layouts
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("jit", ["0", "1"])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(OPS, min_size=5, max_size=40), seed=st.integers(0, 3))
+def test_measured_peak_equals_prediction_long(
+    metered: None, monkeypatch: pytest.MonkeyPatch, jit: str, ops, seed
+):
+    """The same property on longer programs (the long fuzzing run)."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", jit)
+    _check_program(ops, seed)
+    _check_program(ops, seed)
+
+
 @settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=1, max_size=14), seed=st.integers(0, 3))
 def test_planner_off_same_values(metered: None, monkeypatch: pytest.MonkeyPatch, ops, seed):
@@ -225,4 +238,4 @@ def test_debug_and_explain_show_peaks(monkeypatch: pytest.MonkeyPatch, capsys: p
     buf = io.StringIO()
     lg.explain(r2, file=buf)
     text = buf.getvalue()
-    assert "memory plan: order by" in text and "last metered run: peak" in text
+    assert "memory plan = order by" in text and "last metered run = peak" in text

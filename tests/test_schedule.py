@@ -193,6 +193,22 @@ def test_buffer_pool_never_overlaps_live_values(dag: Dag, priorities: list[int])
     assert max(plan.footprint(), default=0) == plan.peak == plan.model_peak == peak_memory(dag, order)
 
 
+@given(dags(max_nodes=12), st.lists(st.integers(0, 100), min_size=12, max_size=12), st.data())
+def test_buffer_pool_respects_takes(dag: Dag, priorities: list[int], data: st.DataObject) -> None:
+    """Values whose kernel cannot take a given buffer get a buffer of their own (first value in it)."""
+    order = random_order(dag, priorities)
+    takes = data.draw(st.lists(st.booleans(), min_size=dag.n, max_size=dag.n))
+    plan = plan_buffers(dag, order, takes=takes)
+    first_value: dict[int, int] = {}
+    for v in order:
+        b = plan.assign[v]
+        if b >= 0 and dag.root[v] == v:
+            first_value.setdefault(b, v)
+            if not takes[v]:
+                assert first_value[b] == v, "a value that cannot take a buffer was given a used one"
+    assert max(plan.footprint(), default=0) == plan.peak == peak_memory(dag, order)
+
+
 @st.composite
 def in_forests(draw: st.DrawFn) -> Dag:
     """In-trees: every value read by at most one node, no views."""
