@@ -69,6 +69,42 @@ def conv_from_rows(cols: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.
     return np.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
 
 
+#: rows of the column matrix per GEMM when the forward streams im2col in chunks: large
+#: enough for BLAS to run at full speed on two threads, small enough (~25 MB for the
+#: CNN's second layer) that each chunk is still in cache when its GEMM reads it
+CHUNK_ROWS = 4096
+
+
+def conv_rows_chunked(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair, p: Pair, d: Pair
+) -> np.ndarray:
+    """conv_from_rows(im2col_rows(x)) without the whole column matrix: a few images at a time.
+
+    The columns are kH*kW times larger than x; writing them all to memory and reading
+    them back costs more than the GEMM on a bandwidth-bound machine, so each chunk of
+    images is copied into one reused buffer and multiplied while it is hot.
+    """
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
+    k = kh * kw * c
+    xp = np.zeros((n, h + 2 * p[0], wd + 2 * p[1], c), dtype=x.dtype)
+    xp[:, p[0] : p[0] + h, p[1] : p[1] + wd, :] = x.transpose(0, 2, 3, 1)
+    st = xp.strides
+    strides = (st[0], st[1] * s[0], st[2] * s[1], st[1] * d[0], st[2] * d[1], st[3])
+    wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k, o))
+    y = np.empty((n, ho, wo, o), dtype=np.result_type(x, w))
+    step = max(1, CHUNK_ROWS // (ho * wo))
+    buf = np.empty((min(step, n), ho, wo, kh, kw, c), dtype=x.dtype)
+    for i in range(0, n, step):
+        m = min(step, n - i)
+        np.copyto(buf[:m], as_strided(xp[i:], (m, ho, wo, kh, kw, c), strides, writeable=False))
+        np.matmul(buf[:m].reshape(m * ho * wo, k), wm, out=y[i : i + m].reshape(m * ho * wo, o))
+    if b is not None:
+        y += b
+    return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+
+
 def conv_one_group(
     x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair, p: Pair, d: Pair
 ) -> np.ndarray:
@@ -76,7 +112,7 @@ def conv_one_group(
     n = x.shape[0]
     o, c, kh, kw = w.shape
     if c * kh * kw >= o:
-        return conv_from_rows(im2col_rows(x, (kh, kw), s, p, d), w, b)
+        return conv_rows_chunked(x, w, b, s, p, d)
     # A contraction shorter than the output channels: (C_out, K) @ (K, pixels), whose
     # result is already channel-major; one copy moves the batch axis to the front.
     cols = im2col_cols(x, (kh, kw), s, p, d)

@@ -446,7 +446,7 @@ def _conv2d_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
 
 @defvjp("max_pool2d")
 def _max_pool2d_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    return (F.record("max_pool2d_grad", g, xs[0], **attrs),)
+    return (F.record("max_pool2d_grad", g, xs[0], out, **attrs),)
 
 
 @defvjp("avg_pool2d")

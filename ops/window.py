@@ -231,22 +231,33 @@ class Conv2dGradWeight(_GradOp):
 
 
 def _max_tile_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray, k: Pair) -> np.ndarray:
-    """Max-pool gradient when windows tile the image: full-resolution masks, no strided float writes."""
+    """Max-pool gradient when windows tile the image: full-resolution masks, no strided float writes.
+
+    Rows of the image are (kH, W_out*kW) blocks; the window maximum and the cotangent are
+    repeated along the row (np.repeat is a fast copy) so every elementwise step runs over
+    long contiguous rows instead of broadcasting over a length-kW axis.
+    """
     n, c, h, w = x.shape
     ho, wo = y.shape[2:]
-    x6 = x[:, :, : ho * k[0], : wo * k[1]].reshape(n, c, ho, k[0], wo, k[1])
-    hit = x6 == y[:, :, :, None, :, None]
+    m = n * c * ho
+    x4 = x[:, :, : ho * k[0], : wo * k[1]].reshape(m, k[0], wo * k[1])
+    hit = x4 == np.repeat(y.reshape(m, 1, wo), k[1], axis=2)
     if x.dtype.kind == "f" and np.isnan(y).any():
-        hit |= x6 != x6  # a nan maximum: the first nan of the window (argmax's choice)
+        hit |= x4 != x4  # a nan maximum: the first nan of the window (argmax's choice)
     # Keep only the first hit of each window in row-major offset order, as argmax does.
-    taken = hit[:, :, :, 0, :, 0].copy()
+    h5 = hit.reshape(m, k[0], wo, k[1])
+    taken = h5[:, 0, :, 0].copy()
     for i in range(k[0]):
         for j in range(k[1]):
             if i or j:
-                view = hit[:, :, :, i, :, j]
+                view = h5[:, i, :, j]
                 np.greater(view, taken, out=view)
                 taken |= view
-    out = np.where(hit, g[:, :, :, None, :, None], np.zeros((), dtype=g.dtype))
+    gr = np.repeat(g.reshape(m, 1, wo), k[1], axis=2)
+    if g.dtype.kind == "f" and np.isfinite(g).all():
+        out = np.multiply(hit, gr, dtype=g.dtype)  # 0 * finite is 0: the fast select
+    else:
+        out = np.where(hit, gr, np.zeros((), dtype=g.dtype))
     out = out.reshape(n, c, ho * k[0], wo * k[1])
     if out.shape == x.shape:
         return out
@@ -258,15 +269,25 @@ def _max_tile_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray, k: Pair) -> np.n
 class MaxPool2dGrad(_GradOp):
     """Routes each window's cotangent to the first maximal element (as PyTorch does)."""
 
-    def kernel(self, g: np.ndarray, x: np.ndarray, *, kernel_size, stride, padding, dilation):
-        """Inputs (g, x): per kernel offset, a mask of the first maximum and one masked add."""
+    def kernel(
+        self,
+        g: np.ndarray,
+        x: np.ndarray,
+        y: np.ndarray | None = None,
+        *,
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+    ):
+        """Inputs (g, x[, y = the forward's output]): per kernel offset, a mask of the first maximum."""
         g = np.asarray(g)
         x = np.asarray(x)
         h, w = x.shape[2:]
         k, s, p, d = kernel_size, stride, padding, dilation
         xp = pad_spatial(x, p, max_fill(x.dtype))
         ho, wo = g.shape[2:]
-        y = window_max(xp, k, s, d, (ho, wo))
+        y = window_max(xp, k, s, d, (ho, wo)) if y is None else np.asarray(y)
         if tiled(k, s, p, d):
             return _max_tile_grad(g, x, y, k)
         gp = np.zeros(xp.shape, dtype=g.dtype)
