@@ -74,7 +74,8 @@ newaxis = None
 pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
 
 from lazygraph import autograd as _autograd  # noqa: E402  (installs Array.backward, .grad)
-from lazygraph import datasets, nn, optim  # noqa: E402
+from lazygraph import datasets, nn, optim, superopt  # noqa: E402
 from lazygraph.autograd import backward, grad  # noqa: E402, F401
 from lazygraph.gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402, F401
 from lazygraph.random import manual_seed  # noqa: E402
+from lazygraph.superopt import rule as register_rule  # noqa: E402, F401  (user rules, proven by z3)

@@ -24,7 +24,7 @@ import numpy as np
 
 from optimizer.rewrite.sexpr import SExpr, parse
 from optimizer.superopt.opset import FloatRing
-from optimizer.superopt.term import TermGraph, parse_terms
+from optimizer.superopt.term import parse_terms
 
 
 @dataclass
@@ -249,15 +249,6 @@ AXIOMS: list[Axiom] = [
 # Numeric check
 
 
-def conv_groups(g: TermGraph, types: list) -> set[int]:
-    """The group counts of the graph's convolutions at these types."""
-    return {
-        types[n.args[0][0]][n.args[0][1]].shape[1] // types[n.args[1][0]][n.args[1][1]].shape[1]
-        for n in g.nodes
-        if n.op == "conv2d"
-    }
-
-
 def sample_shapes(
     texts: list[SExpr],
     ranks: dict[str, int],
@@ -280,7 +271,7 @@ def sample_shapes(
         outs = [types[i][k] for i, k in g.outputs]
         if len({o.shape for o in outs}) != 1:
             continue  # lhs and rhs must at least have the same shape (split stacks are compared later)
-        if groups is not None and conv_groups(g, types) - {groups}:
+        if groups is not None and g.conv_groups(types) - {groups}:
             continue
         key = tuple(sorted(shapes.items()))
         if key not in seen:

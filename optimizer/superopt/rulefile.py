@@ -16,9 +16,11 @@ by output i of the target). Subterms that are textually equal are one node (hash
 so shared subterms need no names. Inputs are `tensor` (rank given) or `scalar` (0-d).
 
 Conditions use the vocabulary of optimizer/rewrite/rules.py where it fits: `(rank ?x r)`,
-`(kind ?x f)`, `(same_shape ?a ?b)`. Every other shape constraint is implicit: a rule applies
-to any shapes for which the shape rules of opset.py accept both sides and give the source's
-output shapes (split positions included). `shapes` lists the concrete instances the rule
+`(kind ?x f)` (dtype kind among the letters), `(same_shape ?a ?b)`, plus `(groups k)`: every
+convolution of the rule has k groups (the proof assumed them). Every other shape constraint
+is implicit: a rule applies to any shapes for which the shape rules of opset.py accept both
+sides and give the source's output types (split positions included); `applicable` checks
+all of it. `shapes` lists the concrete instances the rule
 was checked on numerically (the first is the one it was found at).
 
 `status` is `proven`, `refuted` or `unknown`; only proven rules are ever used
@@ -39,8 +41,10 @@ from optimizer.superopt.term import TermGraph, parse_terms
 
 FORMAT = "lazygraph-superopt"
 STATUSES = ("proven", "refuted", "unknown")
-CONDITIONS = {"rank": 2, "kind": 2, "same_shape": 2}
+CONDITIONS = {"rank": 2, "kind": 2, "same_shape": 2, "groups": 1}
 LIBRARY = Path(__file__).with_name("rules.json")
+#: rules users registered in this process (proven before they were added; see user.py)
+USER_RULES: list[SuperRule] = []
 
 
 @dataclass
@@ -63,6 +67,28 @@ class SuperRule:
     def pair(self) -> TermGraph:
         """One graph holding source outputs then target outputs (shared nodes once)."""
         return parse_terms(self.source + self.target)
+
+    def applicable(self, shapes: dict[str, tuple[int, ...]], kinds: dict[str, str] | None = None) -> bool:
+        """Whether the rule holds for inputs of these shapes (and dtype kinds, when given)."""
+        g = self.pair()
+        types = g.types(shapes)
+        if types is None:
+            return False
+        outs = [types[i][k] for i, k in g.outputs]
+        n = len(self.source)
+        if any(a != b for a, b in zip(outs[:n], outs[n:])):
+            return False
+        for c in self.conditions:
+            e = parse(c)
+            if e[0] == "rank" and len(shapes[e[1]]) != e[2]:
+                return False
+            if e[0] == "same_shape" and tuple(shapes[e[1]]) != tuple(shapes[e[2]]):
+                return False
+            if e[0] == "kind" and kinds is not None and kinds.get(e[1], "f") not in str(e[2]):
+                return False
+            if e[0] == "groups" and g.conv_groups(types) - {e[1]}:
+                return False
+        return True
 
     def to_json(self) -> dict:
         """The JSON form."""
@@ -119,7 +145,10 @@ def rule_from_json(d: Any) -> SuperRule:
         e = parse(c) if isinstance(c, str) else None
         if not isinstance(e, list) or not e or e[0] not in CONDITIONS or len(e) != CONDITIONS[e[0]] + 1:
             raise RuleSyntaxError(f"rule {name}: unknown condition {c!r}")
-        if e[1] not in inputs:
+        if e[0] == "groups":
+            if not isinstance(e[1], int) or isinstance(e[1], bool) or e[1] < 1:
+                raise RuleSyntaxError(f"rule {name}: bad group count in {c}")
+        elif e[1] not in inputs or (e[0] == "same_shape" and e[2] not in inputs):
             raise RuleSyntaxError(f"rule {name}: condition {c} reads an unknown input")
     shapes = []
     for s in d.get("shapes", []):
@@ -162,9 +191,25 @@ def read_rules(path: str | Path) -> LoadResult:
     return LoadResult(rules, errors)
 
 
+_CACHE: dict[tuple, list[SuperRule]] = {}
+
+
 def proven_rules(path: str | Path | None = None) -> list[SuperRule]:
-    """The rules the optimizer may use: proven ones only (the library file by default)."""
-    return [r for r in read_rules(path or LIBRARY).rules if r.status == "proven"]
+    """The rules the optimizer may use: proven ones only. By default the library file's plus
+    the user rules registered in this process (re-read when the file changes)."""
+    p = Path(path) if path is not None else LIBRARY
+    try:
+        st = p.stat()
+        key = (str(p), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = (str(p), 0, 0)
+    if key not in _CACHE:
+        _CACHE.clear()
+        _CACHE[key] = [r for r in read_rules(p).rules if r.status == "proven"]
+    rules = list(_CACHE[key])
+    if path is None:
+        rules += [r for r in USER_RULES if r.status == "proven"]
+    return rules
 
 
 def write_rules(path: str | Path, rules: list[SuperRule], meta: dict | None = None) -> None:

@@ -158,6 +158,15 @@ class TermGraph:
             out.append(t)
         return out
 
+    def conv_groups(self, types: list[list[TS]]) -> set[int]:
+        """The group counts of the live convolutions at these types (groups = C_in / w.shape[1])."""
+        live = self.live()
+        return {
+            types[n.args[0][0]][n.args[0][1]].shape[1] // types[n.args[1][0]][n.args[1][1]].shape[1]
+            for i, n in enumerate(self.nodes)
+            if n.op == "conv2d" and i in live
+        }
+
     def evaluate(self, env: dict[str, np.ndarray], ring: Any) -> tuple[list[np.ndarray], list[TS]] | None:
         """Output values and types on these inputs (None if the shapes don't fit)."""
         types = self.types({k: np.shape(v) for k, v in env.items()})

@@ -19,7 +19,7 @@ import numpy as np
 import z3
 
 from optimizer.rewrite.sexpr import SExpr, is_var, parse
-from optimizer.superopt.axioms import AXIOMS, Axiom, conv_groups
+from optimizer.superopt.axioms import AXIOMS, Axiom
 from optimizer.superopt.opset import OPS, PROJECTIONS, WORDS, FloatRing
 from optimizer.superopt.rulefile import SuperRule
 from optimizer.superopt.term import TermGraph, parse_terms
@@ -223,6 +223,8 @@ def rule_from_pair(name: str, source: list[str], target: list[str], shapes: list
     }
     conds = [f"(rank {v} {i['rank']})" for v, i in inputs.items() if i["kind"] == "tensor"]
     conds += [f"(kind {v} f)" for v in inputs]
-    groups = conv_groups(g, g.types(first) or [])
-    del groups
+    types = g.types(first)
+    if types is not None:
+        # the proof used these group counts (the concat properties of conv need groups = 1)
+        conds += [f"(groups {k})" for k in sorted(g.conv_groups(types))]
     return SuperRule(name, inputs, list(source), list(target), conds, [dict(s) for s in shapes])
