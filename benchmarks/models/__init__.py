@@ -1,9 +1,11 @@
 """Inference graphs of the models the graph-substitution papers evaluate, built with lazygraph.
 
-`MODELS` maps a name to a builder `build(scale=1.0, seed=0) -> Model`: the lazy outputs, the
+`MODELS` maps a name to a builder `build(scale=1.0, seed=0, like=None) -> Model`: the lazy outputs, the
 input and weight arrays, and the operators the builder called by kind (`Model.counts`).
 Sizes are those of shared/reference/benchmark_models.md at scale 1; `scale` < 1 shrinks image
-sides (CNNs) or hidden sizes (BERT, NasRNN) for tests and quick runs. `PUBLISHED` holds the
+sides (CNNs) or hidden sizes (BERT, NasRNN) for tests and quick runs; `like` re-records a
+model on another build's input and weight arrays (benchmarks time repeated evaluations of one
+model: the same buffers, so the fold pass's memoized weights stay valid). `PUBLISHED` holds the
 op counts of the papers' model scripts, to compare with.
 """
 

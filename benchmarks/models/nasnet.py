@@ -52,9 +52,9 @@ def _reduction(b: Builder, prev: lg.Array, cur: lg.Array, c: int) -> lg.Array:
     return b.concat([a1, a2, a3, a4])
 
 
-def nasnet_a(scale: float = 1.0, seed: int = 0) -> Model:
+def nasnet_a(scale: float = 1.0, seed: int = 0, like: Model | None = None) -> Model:
     """Input 1x3x224x224; stem conv 7x7/2 + max pool; cells of 128, 256, 512 channels."""
-    b = Builder(seed)
+    b = Builder(seed, like)
     side = size(224, scale, multiple=32, least=64)
     t = b.maxpool(b.conv(b.input(1, 3, side, side), 64, 7, stride=2, relu=True), 3, 2)
     c = size(128, min(scale, 1.0) ** 0.5, multiple=8, least=8)

@@ -14,9 +14,9 @@ def _stem(b: Builder, scale: float) -> lg.Array:
     return b.maxpool(b.conv(x, 64, 7, stride=2, relu=True), 3, 2)
 
 
-def resnet50(scale: float = 1.0, seed: int = 0) -> Model:
+def resnet50(scale: float = 1.0, seed: int = 0, like: Model | None = None) -> Model:
     """Bottleneck blocks [3, 4, 6, 3]; a projection shortcut where the shape changes."""
-    b = Builder(seed)
+    b = Builder(seed, like)
     t = _stem(b, scale)
     width = 64
     for blocks, stride in _STAGES:
@@ -32,9 +32,9 @@ def resnet50(scale: float = 1.0, seed: int = 0) -> Model:
     return b.model("ResNet-50", [t])
 
 
-def resnext50(scale: float = 1.0, seed: int = 0) -> Model:
+def resnext50(scale: float = 1.0, seed: int = 0, like: Model | None = None) -> Model:
     """ResNeXt blocks (TASO's resnext50): 1x1, grouped 3x3 (32 groups), 1x1, projection shortcut."""
-    b = Builder(seed)
+    b = Builder(seed, like)
     t = _stem(b, scale)
     width = 128
     for blocks, stride in _STAGES:

@@ -12,9 +12,9 @@ def _image(b: Builder, side: int, scale: float) -> lg.Array:
     return b.input(1, 3, s, s)
 
 
-def squeezenet(scale: float = 1.0, seed: int = 0) -> Model:
+def squeezenet(scale: float = 1.0, seed: int = 0, like: Model | None = None) -> Model:
     """Fire modules: a 1x1 squeeze, then 1x1 and 3x3 expands of it, concatenated."""
-    b = Builder(seed)
+    b = Builder(seed, like)
     t = b.maxpool(b.conv(_image(b, 224, scale), 64, 3, stride=2, relu=True), 3, 2)
 
     def fire(x: lg.Array, s: int, e: int) -> lg.Array:
@@ -31,9 +31,9 @@ def squeezenet(scale: float = 1.0, seed: int = 0) -> Model:
     return b.model("SqueezeNet", [b.avgpool(t, 3, 1)])
 
 
-def vgg19(scale: float = 1.0, seed: int = 0) -> Model:
+def vgg19(scale: float = 1.0, seed: int = 0, like: Model | None = None) -> Model:
     """16 3x3 convolutions with ReLU in 5 blocks, max pooling between (no classifier)."""
-    b = Builder(seed)
+    b = Builder(seed, like)
     t = _image(b, 224, scale)
     for reps, ch in ((2, 64), (2, 128), (4, 256), (4, 512), (4, 512)):
         for _ in range(reps):
@@ -54,9 +54,9 @@ def _cbr(
     return b.relu(y)
 
 
-def inception_v3(scale: float = 1.0, seed: int = 0) -> Model:
+def inception_v3(scale: float = 1.0, seed: int = 0, like: Model | None = None) -> Model:
     """Inception-v3's stem and modules A x3, B, C x4, D, E x2 (94 convolutions, 11 concats)."""
-    b = Builder(seed)
+    b = Builder(seed, like)
     t = _image(b, 299, scale)
     t = _cbr(b, t, 32, 3, stride=2, pad=False)
     t = _cbr(b, t, 32, 3, pad=False)

@@ -17,6 +17,7 @@ graph key (a Merkle hash of the outputs) identifies graphs up to these identitie
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 from cache.key import Uncacheable, canon
 from ops.base import REGISTRY, Op, register
 from ops.node import Node
+from ops.views import View
 
 LEAVES = ("input", "weight", "scalar", "const")
 FREE = frozenset(("view", "slice_axis"))  # no work: NumPy views
@@ -104,6 +106,39 @@ class SNode:
 
 class RewriteError(ValueError):
     """A target that does not type-check here: the rewrite is not applicable."""
+
+
+def view_of_slice(view: View, piece: tuple[int, ...], whole: tuple[int, ...], cut: dict) -> View | None:
+    """A view of a slice as one view of the sliced array, when that is a strided view (else None).
+
+    Views index their input as a C-contiguous buffer, so a view of a slice would copy the
+    slice first; composed, it reads the whole array in place.
+    """
+    size = math.prod(view.shape)
+    if size == 0 or size > 1 << 22 or not view.shape:
+        return None
+    pos = np.full(view.shape, view.offset, dtype=np.int64)
+    for k, (d, st) in enumerate(zip(view.shape, view.strides)):
+        shape = [1] * len(view.shape)
+        shape[k] = d
+        pos = pos + (np.arange(d, dtype=np.int64) * st).reshape(shape)
+    idx = list(np.unravel_index(pos, piece))
+    idx[cut["axis"]] = idx[cut["axis"]] + cut["start"]
+    lin = np.ravel_multi_index(tuple(idx), whole)
+    origin = int(lin.flat[0])
+    strides = []
+    for k, d in enumerate(view.shape):
+        step = [0] * len(view.shape)
+        step[k] = 1 if d > 1 else 0
+        strides.append(int(lin[tuple(step)]) - origin if d > 1 else 0)
+    want = np.full(view.shape, origin, dtype=np.int64)
+    for k, (d, st) in enumerate(zip(view.shape, strides)):
+        shape = [1] * len(view.shape)
+        shape[k] = d
+        want = want + (np.arange(d, dtype=np.int64) * st).reshape(shape)
+    if not np.array_equal(want, lin):
+        return None
+    return View(tuple(view.shape), tuple(strides), origin)
 
 
 def _fake(n: SNode) -> Node:
@@ -339,9 +374,15 @@ class SGraph:
             self.prune()
 
     def _normal(self, n: SNode, ins: tuple[int, ...]) -> int | None:
-        """The normalized replacement of a slice or concat whose inputs changed (None: keep it)."""
+        """The normalized replacement of a slice, view or concat whose inputs changed (None: keep it)."""
         if n.op == "slice_axis":
             return self._simplify_slice(ins[0], dict(n.attrs))
+        if n.op == "view" and self.nodes[ins[0]].op == "slice_axis":
+            piece = self.nodes[ins[0]]
+            base = piece.inputs[0]
+            view = view_of_slice(n.attrs["view"], piece.shape, self.nodes[base].shape, piece.attrs)
+            if view is not None:  # one view of the whole: no copy of the piece first
+                return self.add("view", [base], {"view": view})
         if n.op == "concat":
             got = self._simplify_concat(ins, dict(n.attrs))
             if isinstance(got, int):

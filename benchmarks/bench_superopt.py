@@ -1,0 +1,210 @@
+"""Superoptimizer benchmark: the rule library, then search and speedup per model.
+
+    python benchmarks/bench_superopt.py            # full sizes (several minutes on 2 cores)
+    python benchmarks/bench_superopt.py --quick    # small models, small budgets: under a minute
+    python benchmarks/bench_superopt.py --generate # also regenerate + verify the library here
+
+Part 1, the library: rules by status in optimizer/superopt/rules.json and the generation and
+verification times recorded in it by `python -m optimizer generate` (or, with --generate,
+measured in this run). Part 2, per model (benchmarks/models/, batch 1): the superopt search
+on the model's graph (rules applied, cost-model speedup, search time) and the measured CPU
+speedup of the optimized over the unoptimized graph: the same model, the same buffers, the
+rest of lazygraph's passes on in both: the model is optimized into two plans, and each timed
+round records the model again on the same arrays and runs one plan, then the other
+(interleaved, after a warm-up round); medians per plan. Anchors: TASO/Tensat/MCTS speedups on GPUs (shared/reference/anchors.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from models import MODELS  # noqa: E402
+
+import lazygraph as lg  # noqa: E402
+from optimizer.superopt import pass_  # noqa: E402
+
+#: published speedups of the optimized graph (percent), GPU: TASO paper, Tensat / MCTS (PACT'24)
+ANCHORS = {
+    "bert": "18",
+    "nasrnn": "37-42",
+    "resnext50": "67-78",
+    "squeezenet": "46-51",
+    "inception_v3": "0-0.4",
+    "resnet50": "0-4",
+    "vgg19": "40",
+    "nasnet_a": "11-20",
+}
+QUICK_SCALE = {
+    "bert": 0.25,
+    "nasrnn": 0.5,
+    "resnext50": 0.25,
+    "squeezenet": 0.5,
+    "inception_v3": 0.35,
+    "resnet50": 0.25,
+    "vgg19": 0.25,
+    "nasnet_a": 0.3,
+}
+
+
+def library_part(generate: bool, quick: bool) -> None:
+    """Rules by status, and the times to generate and verify them."""
+    from optimizer.superopt.adapt import SKIPPED, library_rules
+    from optimizer.superopt.rulefile import LIBRARY, read_rules
+
+    print("== rule library ==")
+    if generate:
+        from optimizer.superopt.generate import generate as run
+
+        max_ops = 2 if quick else 3
+        t0 = time.perf_counter()
+        rules, report = run(max_ops=max_ops, budget_s=60 if quick else 300)
+        print(
+            f"generated here (max {max_ops} ops): {len(rules)} candidates in {time.perf_counter() - t0:.1f} s"
+        )
+        print(
+            f"  generate {report['generate_seconds']} s, verify {report['verify_seconds']} s, {report['status']}"
+        )
+    doc = read_rules(LIBRARY)
+    counts = {s: sum(r.status == s for r in doc.rules) for s in ("proven", "refuted", "unknown")}
+    meta = {}
+    try:
+        import json
+
+        meta = json.loads(LIBRARY.read_text()).get("meta", {})
+    except (OSError, ValueError, AttributeError):
+        meta = {}
+    print(f"library {LIBRARY.name}: {len(doc.rules)} rules, by status {counts}")
+    if meta:
+        shown = {
+            k: meta[k] for k in ("generate_seconds", "verify_seconds", "max_ops", "candidates") if k in meta
+        }
+        print(f"  recorded by `python -m optimizer generate`: {shown}")
+    usable = library_rules()
+    print(
+        f"  usable by the search: {len(usable)} (skipped: {len(SKIPPED)}; e.g. {list(SKIPPED.items())[:2]})"
+    )
+    print(
+        "  anchor (TASO): 743 rules generated in 5 min + 10 min of verification; 133 in its public rule file"
+    )
+    print(f"result: library_proven_rules = {counts['proven']}")
+    if meta.get("generate_seconds") is not None and meta.get("verify_seconds") is not None:
+        print(
+            f"result: library_generate_verify_seconds = {meta['generate_seconds'] + meta['verify_seconds']:.1f}"
+        )
+
+
+def plan_for(name: str, scale: float, base: object, superopt: bool) -> tuple[object, object, float]:
+    """P -> Q -> executable plan for the model recorded on base's arrays, the pass on or off.
+
+    Returns (plan, walk of the recording, optimization seconds).
+    """
+    import optimizer
+    from cache import key as keymod
+    from cache.graph import Graph
+    from cache.plan import Plan
+
+    os.environ["LAZYGRAPH_SUPEROPT"] = "1" if superopt else "0"
+    with lg.no_grad():
+        m = MODELS[name](scale, like=base)
+    w = keymod.walk([o.node for o in m.outputs])
+    t0 = time.perf_counter()
+    g = Graph(w)
+    optimizer.optimize(g)
+    plan = Plan(g.finalize(), w.tokens)
+    return plan, w, time.perf_counter() - t0
+
+
+def run_plan(plan: object, name: str, scale: float, base: object) -> tuple[float, object]:
+    """Record the model again on the same arrays and run the plan on it; (seconds, output)."""
+    from cache import key as keymod
+
+    with lg.no_grad():
+        m = MODELS[name](scale, like=base)
+    w = keymod.walk([o.node for o in m.outputs])
+    out = plan.tgraph.pmap[w.roots[0]]
+    t0 = time.perf_counter()
+    vals = plan.run(w.nodes, {out})
+    return time.perf_counter() - t0, vals[out]
+
+
+def model_part(names: list[str], quick: bool, reps: int, seconds: float, graphs: int, cost: str) -> dict:
+    """Search results and measured speedups per model."""
+    import numpy as np
+
+    os.environ["LAZYGRAPH_SUPEROPT_SECONDS"] = str(seconds)
+    os.environ["LAZYGRAPH_SUPEROPT_GRAPHS"] = str(graphs)
+    os.environ["LAZYGRAPH_SUPEROPT_COST"] = cost
+    print(
+        f"\n== models (search budget {seconds} s / {graphs} graphs, cost model {cost}, {reps} timed runs) =="
+    )
+    head = (
+        f"{'model':13} {'scale':>5} {'ops':>4} {'rules applied':38} {'cost x':>7} {'search s':>8} "
+        f"{'plain ms':>9} {'opt ms':>8} {'CPU x':>6} {'anchor %':>8}"
+    )
+    print(head)
+    out = {}
+    for name in names:
+        scale = QUICK_SCALE[name] if quick else 1.0
+        with lg.no_grad():
+            base = MODELS[name](scale)
+        plain_plan = plan_for(name, scale, base, superopt=False)[0]
+        opt_plan = plan_for(name, scale, base, superopt=True)[0]
+        last = dict(pass_.LAST)
+        times: dict[str, list[float]] = {"plain": [], "opt": []}
+        values = {}
+        for k in range(reps + 1):  # interleaved; the first round warms up (folded weights, kernels)
+            for which, plan in (("plain", plain_plan), ("opt", opt_plan)):
+                t, values[which] = run_plan(plan, name, scale, base)
+                if k:
+                    times[which].append(t)
+        ref = values["plain"]
+        err = float(np.abs(values["opt"] - ref).max() / (np.abs(ref).max() or 1.0))
+        plain, opt = statistics.median(times["plain"]), statistics.median(times["opt"])
+        rules = ", ".join(f"{k} x{v}" for k, v in sorted(last.get("rules", {}).items())) or "-"
+        speed = last["start"] / last["cost"] if last.get("cost") else 1.0
+        print(
+            f"{name:13} {scale:5.2f} {base.total_ops:4d} {rules[:38]:38} {speed:7.3f} "
+            f"{last.get('seconds', 0.0):8.2f} {plain * 1e3:9.1f} {opt * 1e3:8.1f} {plain / opt:6.3f} "
+            f"{ANCHORS[name]:>8}"
+        )
+        if err > 1e-3:
+            print(f"  WARNING: optimized output differs from the plain one by {err:.2e} (relative)")
+        out[name] = {"cost": speed, "cpu": plain / opt, "search": last.get("seconds", 0.0)}
+    return out
+
+
+def main() -> None:
+    """Parse arguments, run both parts, print the result lines."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small models and budgets (under a minute)")
+    ap.add_argument("--generate", action="store_true", help="regenerate and verify the library in this run")
+    ap.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--reps", type=int, default=None, help="timed evaluations per graph (median)")
+    ap.add_argument("--seconds", type=float, default=None, help="search budget per model")
+    ap.add_argument("--graphs", type=int, default=None, help="graphs explored per model at most")
+    ap.add_argument("--cost", choices=["analytic", "measured"], default=None)
+    a = ap.parse_args()
+    reps = a.reps or (3 if a.quick else 7)
+    seconds = a.seconds or (2.0 if a.quick else 30.0)
+    graphs = a.graphs or (40 if a.quick else 400)
+    cost = a.cost or ("analytic" if a.quick else "measured")
+    print(f"bench_superopt: {os.cpu_count()} cores (shared machine: timings are noisy)")
+    library_part(a.generate, a.quick)
+    res = model_part(a.models, a.quick, reps, seconds, graphs, cost)
+    cpu = [r["cpu"] for r in res.values()]
+    model = [r["cost"] for r in res.values()]
+    print(f"result: cost_model_speedup_geomean = {statistics.geometric_mean(model):.3f}")
+    print(f"result: cpu_speedup_geomean = {statistics.geometric_mean(cpu):.3f}")
+    print(f"result: search_seconds_total = {sum(r['search'] for r in res.values()):.2f}")
+
+
+if __name__ == "__main__":
+    main()
