@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ops import losses  # noqa: F401  (registers softmax_cross_entropy and its gradient)
 from ops.base import (
     Op,
     defvjp,

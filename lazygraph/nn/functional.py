@@ -14,7 +14,7 @@ import numpy as np
 
 import lazygraph as lg
 from lazygraph import executor
-from lazygraph.array import Array
+from lazygraph.array import Array, record
 from lazygraph.gradmode import no_grad
 from lazygraph.random import Generator, default_generator
 from ops.base import fmt_shape
@@ -323,8 +323,23 @@ def cross_entropy(
         target = t.reshape((1,) + t.shape) if t.dtype.kind == "f" else t.reshape(1)
     if x.ndim < 2:
         raise ValueError(f"{who}: input must be (N, C, ...) logits, got shape {fmt_shape(x.shape)}")
-    logp = lg.log_softmax(x, axis=1)
     t = _arr(target)
+    if weight is None:
+        # One numerically stable operator whose gradient is softmax * sum(q) - q.
+        c = x.shape[1]
+        if t.dtype.kind == "f":
+            if t.shape != x.shape:
+                raise ValueError(
+                    f"{who}: probability targets of shape {fmt_shape(t.shape)} must match input {fmt_shape(x.shape)}"
+                )
+            q = t
+        else:
+            q = _one_hot_at_axis1(_class_targets(x, t, who), c, x.dtype)
+        if label_smoothing:
+            q = q * (1.0 - label_smoothing) + label_smoothing / c
+        out = _reduce(record("softmax_cross_entropy", x, q), reduction, who)
+        return out.reshape(()) if squeeze and reduction == "none" else out
+    logp = lg.log_softmax(x, axis=1)
     if t.dtype.kind == "f":  # class probabilities, same shape as the input
         if t.shape != x.shape:
             raise ValueError(
