@@ -202,10 +202,10 @@ class Plan:
     def _liveness(self) -> None:
         """Each value dies after its last consumer (the caller's `keep` set overrides at run time).
 
-        A value nobody reads dies right after it is produced (the memory model says so). An
-        `assign` step whose base dies at that step may write into the base instead of a copy.
+        A value nobody reads is never freed (it is an output). An `assign` step whose base
+        dies at that step may write into the base instead of a copy.
         """
-        last: dict[int, int] = {s.out: i for i, s in enumerate(self.steps)}
+        last: dict[int, int] = {}
         for i, s in enumerate(self.steps):
             for q in s.ins:
                 last[q] = i

@@ -76,7 +76,9 @@ def _dag(
         a = aliases[i]
         view_of.append(pos[s.ins[a]] if a >= 0 and s.ins[a] in pos else -1)
         sz.append(0 if a == LEAF_ALIAS else sizes[i])
-    keep = [pos[q] for q in keepq if q in pos]
+    read = {q for s in plan.steps for q in s.ins}
+    # values nobody reads stay to the end, like kept ones (the plan never frees them)
+    keep = [pos[q] for q in keepq if q in pos] + [i for i, s in enumerate(plan.steps) if s.out not in read]
     return Dag(sz, inputs, keep=keep, view_of=view_of, dtypes=dtypes)
 
 
