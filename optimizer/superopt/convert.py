@@ -197,12 +197,23 @@ def from_nodes(
                         r = None  # the vocabulary's shape rule disagrees: keep it opaque
         refs[id(n)] = r if r is not None else variable(n)
     tg.outputs = [refs[id(r)] for r in roots]
-    return tg, binding, refs
+    live = set(tg.variables)
+    return tg, {v: n for v, n in binding.items() if v in live}, refs
 
 
 def from_graph(g: Graph, roots: list[QNode], stop: Callable[[QNode], bool] | None = None) -> tuple:
-    """`from_nodes` on Q: scalar values are read through the graph (a rewrite must guard them)."""
-    return from_nodes(roots, g.value, stop)
+    """`from_nodes` on Q; the values of the scalar leaves it read (relu's 0) are guarded."""
+    read: list[QNode] = []
+
+    def value(q: QNode) -> Any:
+        read.append(q)
+        return g.value(q)
+
+    out = from_nodes(roots, value, stop)
+    for q in read:
+        if q.src >= 0 and type(g.value(q)) in (int, float) and g.value(q) == 0:
+            g.guard(("eq", ("value", q.src), ("const", g.value(q))))
+    return out
 
 
 # ---------------------------------------------------------------------------------------

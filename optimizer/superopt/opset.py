@@ -376,8 +376,7 @@ def _conv_compute(p: tuple, xs: list, i: list[TS], o: list[TS], R: Any) -> list[
 
 def _conv_lower(p: tuple, i: list[TS], o: list[TS]) -> tuple[str, dict] | None:
     stride, pad, act = p
-    if act != "none":
-        return None  # convert.py appends the relu
+    # the conv alone: with activation relu, the caller appends maximum(., 0) (convert.to_graph)
     return "conv2d", {
         "stride": (stride, stride),
         "padding": _pads(pad, i[1].shape[2:]),

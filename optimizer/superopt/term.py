@@ -82,8 +82,9 @@ class TermGraph:
 
     @property
     def variables(self) -> list[str]:
-        """Variable names in order of creation."""
-        return [n.params[0] for n in self.nodes if n.op == "var"]
+        """Names of the variables the outputs read, in order of creation."""
+        live = self.live()
+        return [n.params[0] for i, n in enumerate(self.nodes) if n.op == "var" and i in live]
 
     def op_nodes(self) -> list[int]:
         """Indices of the operator (non-variable) nodes."""

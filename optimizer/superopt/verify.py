@@ -179,13 +179,22 @@ def verify_rule(
     cex = numeric_check(rule, np.random.default_rng(seed))
     if cex is not None:
         return Verdict("refuted", time.perf_counter() - t0, cex)
+    status, used = z3_status(rule, timeout_ms, axioms)
+    return Verdict(status, time.perf_counter() - t0, None, used)
+
+
+def z3_status(
+    rule: SuperRule, timeout_ms: int = 2000, axioms: list[Axiom] | None = None
+) -> tuple[str, list[str]]:
+    """The z3 half alone: ('proven', axioms used) or ('unknown', []) at the rule's first shapes."""
     g = rule.pair()
     types = g.types(rule.shapes[0])
+    if types is None:
+        return "unknown", []
     env = {v: z3.Const(v, T) for v in g.variables}
     outs = encode_graph(g, types, env)
     n = len(rule.source)
-    status, used = prove_equal(outs[:n], outs[n:], timeout_ms, axioms)
-    return Verdict(status, time.perf_counter() - t0, None, used)
+    return prove_equal(outs[:n], outs[n:], timeout_ms, axioms)
 
 
 def apply_verdict(rule: SuperRule, v: Verdict) -> SuperRule:
