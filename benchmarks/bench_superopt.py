@@ -156,8 +156,9 @@ def model_part(names: list[str], quick: bool, reps: int, seconds: float, graphs:
         with lg.no_grad():
             base = MODELS[name](scale)
         plain_plan = plan_for(name, scale, base, superopt=False)[0]
+        pass_.LAST.clear()
         opt_plan = plan_for(name, scale, base, superopt=True)[0]
-        last = dict(pass_.LAST)
+        last = dict(pass_.LAST)  # empty when the pass's condition did not hold: no search
         times: dict[str, list[float]] = {"plain": [], "opt": []}
         values = {}
         for k in range(reps + 1):  # interleaved; the first round warms up (folded weights, kernels)
@@ -168,7 +169,8 @@ def model_part(names: list[str], quick: bool, reps: int, seconds: float, graphs:
         ref = values["plain"]
         err = float(np.abs(values["opt"] - ref).max() / (np.abs(ref).max() or 1.0))
         plain, opt = statistics.median(times["plain"]), statistics.median(times["opt"])
-        rules = ", ".join(f"{k} x{v}" for k, v in sorted(last.get("rules", {}).items())) or "-"
+        rules = ", ".join(f"{k} x{v}" for k, v in sorted(last.get("rules", {}).items()))
+        rules = rules or ("-" if last else "(not searched)")
         speed = last["start"] / last["cost"] if last.get("cost") else 1.0
         print(
             f"{name:13} {scale:5.2f} {base.total_ops:4d} {rules[:38]:38} {speed:7.3f} "
@@ -192,8 +194,8 @@ def main() -> None:
     ap.add_argument("--graphs", type=int, default=None, help="graphs explored per model at most")
     ap.add_argument("--cost", choices=["analytic", "measured"], default=None)
     a = ap.parse_args()
-    reps = a.reps or (3 if a.quick else 7)
-    seconds = a.seconds or (2.0 if a.quick else 30.0)
+    reps = a.reps or (5 if a.quick else 7)
+    seconds = a.seconds or (2.0 if a.quick else 20.0)
     graphs = a.graphs or (40 if a.quick else 400)
     cost = a.cost or ("analytic" if a.quick else "measured")
     print(f"bench_superopt: {os.cpu_count()} cores (shared machine: timings are noisy)")

@@ -117,6 +117,23 @@ def raise_node(sg: SGraph, i: int) -> list[tuple[str, tuple, tuple[int, ...], in
     return out
 
 
+def raised(ctx: Context) -> dict[tuple, list[int]]:
+    """(term op, params, output) -> the nodes that read as it; per-node readings in ctx.raised.
+
+    Computed once per explored graph and shared by every library rule.
+    """
+    index = getattr(ctx, "raise_index", None)
+    if index is None:
+        index = {}
+        ctx.raised = {}
+        for i in ctx.order:
+            ways = ctx.raised[i] = raise_node(ctx.sg, i) if not ctx.sg.nodes[i].leaf else []
+            for op, params, _, out in ways:
+                index.setdefault((op, params, out), []).append(i)
+        ctx.raise_index = index
+    return index
+
+
 class LibraryRule(Rule):
     """One proven library rule, matched and built on search graphs (see the module docstring)."""
 
@@ -124,6 +141,7 @@ class LibraryRule(Rule):
         self.rule = rule
         self.name = f"lib:{rule.name}"
         self.src, self.dst = rule.graphs()
+        self.pair = rule.pair()
         self.conditions = [c if isinstance(c, list) else _parse(c) for c in rule.conditions]
         heads = [self.src.nodes[r[0]].op for r in self.src.outputs]
         if any(h == "var" for h in heads):
@@ -135,6 +153,11 @@ class LibraryRule(Rule):
 
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
         """Every match of the source outputs at distinct nodes whose types check."""
+        index = raised(ctx)
+        for ref in self.src.outputs:
+            t = self.src.nodes[ref[0]]
+            if not index.get((t.op, t.params, ref[1])):
+                return  # some source output has no node to match here
         for env in self._roots(ctx, 0, {}, ()):
             roots = env.pop("#roots")
             yield from _maybe(rewrite(ctx.sg, self.name, lambda g, e=env, r=roots: self._build(g, e, r)))
@@ -145,15 +168,13 @@ class LibraryRule(Rule):
                 yield {**env, "#roots": roots}
             return
         ref = self.src.outputs[k]
-        cands: list[int] = []
-        for op in HEADS[self.src.nodes[ref[0]].op]:
-            cands.extend(ctx.by_op.get(op, []))
-        for i in cands:
+        t = self.src.nodes[ref[0]]
+        for i in raised(ctx).get((t.op, t.params, ref[1]), []):
             if i not in roots:
-                for e in self._match(ctx.sg, ref, i, env):
+                for e in self._match(ctx, ref, i, env):
                     yield from self._roots(ctx, k + 1, e, (*roots, i))
 
-    def _match(self, sg: SGraph, ref: tuple[int, int], i: int, env: dict) -> Iterator[dict]:
+    def _match(self, ctx: Context, ref: tuple[int, int], i: int, env: dict) -> Iterator[dict]:
         t = self.src.nodes[ref[0]]
         key = f"#{ref[0]}:{ref[1]}"
         if env.get(key, i) != i:
@@ -162,27 +183,39 @@ class LibraryRule(Rule):
             if env.get(t.params[0], i) == i:
                 yield {**env, t.params[0]: i, key: i}
             return
-        for op, params, args, out in raise_node(sg, i):
+        for op, params, args, out in ctx.raised[i]:
             if op != t.op or params != t.params or out != ref[1] or len(args) != len(t.args):
                 continue
             orders = [args, args[::-1]] if OPS[op].commutative and len(args) == 2 else [args]
             for order in orders:
                 envs = [{**env, key: i}]
                 for r, c in zip(t.args, order):
-                    envs = [e2 for e in envs for e2 in self._match(sg, r, c, e)]
+                    envs = [e2 for e in envs for e2 in self._match(ctx, r, c, e)]
                 yield from envs
 
     def _typed(self, sg: SGraph, env: dict) -> bool:
         """Conditions hold and the source's types (split positions too) are the matched shapes."""
         shapes = {v: sg.nodes[env[v]].shape for v in self.src.variables}
+        pair = self.pair.types(shapes)
+        if pair is None:
+            return False
         for c in self.conditions:
-            what, a = c[0], sg.nodes[env[c[1]]]
+            what = c[0]
+            if what == "groups":  # every convolution of the rule has this many groups
+                if self.pair.conv_groups(pair) - {c[1]}:
+                    return False
+                continue
+            a = sg.nodes[env[c[1]]]
             if what == "rank" and len(a.shape) != int(c[2]):
                 return False
             if what == "kind" and a.dtype.kind not in str(c[2]):
                 return False
             if what == "same_shape" and a.shape != sg.nodes[env[c[2]]].shape:
                 return False
+        outs = [pair[i][k] for i, k in self.pair.outputs]
+        n = len(self.src.outputs)
+        if any(x != y for x, y in zip(outs[:n], outs[n:])):
+            return False  # the target's types (split positions too) differ from the source's here
         types = self.src.types(shapes)
         if types is None:
             return False
@@ -191,7 +224,7 @@ class LibraryRule(Rule):
                 j, k = (int(p) for p in key[1:].split(":"))
                 if types[j][k].shape != sg.nodes[i].shape:
                     return False
-        return self.dst.types(shapes) is not None
+        return True
 
     def _build(self, g: SGraph, env: dict, roots: tuple) -> dict[int, int]:
         shapes = {v: g.nodes[env[v]].shape for v in self.src.variables}

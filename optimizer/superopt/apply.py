@@ -61,7 +61,7 @@ if "slice_axis" not in REGISTRY:
 class SNode:
     """One node: an operator application or a leaf (`src`: the Q node it stands for, or -1)."""
 
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "src", "value", "_sig")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "src", "value", "leaf", "_sig")
 
     def __init__(
         self,
@@ -80,6 +80,7 @@ class SNode:
         self.dtype = dtype
         self.src = src
         self.value = value  # a scalar's or constant's value
+        self.leaf = op in LEAVES  # inputs, weights, scalars and constants
         self._sig: tuple | None = None
 
     @property
@@ -88,11 +89,6 @@ class SNode:
         if self._sig is None:
             self._sig = (self.op, frozen(self.attrs), self.shape, self.dtype.str)
         return self._sig
-
-    @property
-    def leaf(self) -> bool:
-        """Inputs, weights, scalars and constants."""
-        return self.op in LEAVES
 
     def with_inputs(self, inputs: tuple[int, ...]) -> SNode:
         """The same operation reading other (equivalent) inputs."""

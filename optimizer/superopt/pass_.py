@@ -36,7 +36,7 @@ from optimizer.registry import register_pass
 from optimizer.superopt.apply import SGraph
 from optimizer.superopt.cost import CostModel
 from optimizer.superopt.match import Rule, builtin_rules
-from optimizer.superopt.search import SearchResult, search
+from optimizer.superopt.search import SearchResult, staged_search
 
 PRIORITY = 175  # after CSE (200), before constant folding (150): folding sees merged weights
 #: what the last run of the pass did (for lg.explain-style reports and tests)
@@ -59,17 +59,23 @@ def _settings() -> tuple[float, int, str]:
     )
 
 
-_RULES: list[Rule] | None = None
+_STAGES: list[list[Rule]] | None = None
+
+
+def stages() -> list[list[Rule]]:
+    """The rule sets of the search's stages: the structural merges, then those plus the library."""
+    global _STAGES
+    if _STAGES is None:
+        from optimizer.superopt.adapt import library_rules
+
+        base = builtin_rules()
+        _STAGES = [base, base + library_rules()]
+    return _STAGES
 
 
 def rules() -> list[Rule]:
-    """The rules the pass searches with: structural merges plus the library's proven rules."""
-    global _RULES
-    if _RULES is None:
-        from optimizer.superopt.adapt import library_rules
-
-        _RULES = builtin_rules() + library_rules()
-    return _RULES
+    """Every rule the pass may apply (the last stage's set)."""
+    return stages()[-1]
 
 
 def _plain(q: QNode) -> bool:
@@ -227,7 +233,7 @@ def optimize_graph(g: Graph, seconds: float, graphs: int, cost: str) -> SearchRe
     sg, qnodes = to_sgraph(g)
     origin = {i: n.src for i, n in sg.nodes.items()}
     COUNTS["searches"] += 1
-    result = search(sg, rules(), CostModel(cost), max_graphs=graphs, seconds=seconds)
+    result = staged_search(sg, stages(), CostModel(cost), max_graphs=graphs, seconds=seconds)
     LAST.clear()
     LAST.update(
         start=result.start_cost,
