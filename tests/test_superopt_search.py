@@ -241,7 +241,7 @@ def test_pass_rewrites_once_per_structure_and_keeps_values() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert pass_.COUNTS["searches"] == before["searches"] + 1
     assert pass_.COUNTS["rewrites"] == before["rewrites"] + 1
-    assert pass_.LAST["rules"] == {"merge-matmul": 1}
+    assert pass_.LAST["rules"].get("merge-matmul", 0) >= 1
     # same structure and sizes, new values: a cache hit, no search
     x2, ws2 = attention_inputs(1)
     got2 = attention(x2, ws2).numpy()
@@ -337,3 +337,24 @@ def test_library_rules_respect_split_positions() -> None:
         result = search(sg, [rule], CostModel("unit"))
         assert (result.best.outputs == [x]) is applies
         same_values(sg, result.best)
+
+
+@settings(deadline=None, max_examples=20)
+@given(merge_graphs())
+def test_search_with_the_whole_library_never_changes_values(sg: SGraph) -> None:
+    result = search(sg, pass_.rules(), CostModel(), max_graphs=10, seconds=5)
+    assert result.cost <= result.start_cost
+    same_values(sg, result.best)
+
+
+def test_pass_applies_library_rules_to_weight_products() -> None:
+    # (x @ A) @ B -> x @ (A @ B): the library's matmul reassociation, A @ B folded once
+    rng = np.random.default_rng(5)
+    x = lg.asarray(rng.standard_normal((8, 64)).astype(np.float32))
+    a, b, c = param(rng, 64, 64), param(rng, 64, 64), param(rng, 64, 64)
+    with lg.no_grad():
+        y = ((x @ a) @ b) + x @ c
+    got = y.numpy()
+    xn, an, bn, cn = x.numpy(), a.numpy(), b.numpy(), c.numpy()
+    np.testing.assert_allclose(got, (xn @ an) @ bn + xn @ cn, rtol=1e-4, atol=1e-4)
+    assert any(k.startswith("lib:") for k in pass_.LAST["rules"])

@@ -52,8 +52,12 @@ def search(
     max_graphs: int = 200,
     seconds: float = 5.0,
     max_ops: int | None = None,
+    also: Sequence[SGraph] = (),
 ) -> SearchResult:
-    """Cost-based backtracking search from `sg` with `rules` (see the module docstring)."""
+    """Cost-based backtracking search from `sg` with `rules` (see the module docstring).
+
+    `also`: further graphs equivalent to sg to start from (the queue holds them too).
+    """
     t0 = time.perf_counter()
     deadline = t0 + seconds
     model = model or CostModel()
@@ -67,6 +71,15 @@ def search(
     tie = itertools.count()
     queue: list[tuple[float, int, SGraph, list[int]]] = [(start, next(tie), sg, order)]
     seen = {sg.key()}
+    for other in also:
+        o_order = other.topo()
+        if o_order is None or other.key() in seen:
+            continue
+        seen.add(other.key())
+        cost = model.graph_cost(other, o_order)
+        if cost < result.cost:
+            result.best, result.cost = other, cost
+        heapq.heappush(queue, (cost, next(tie), other, o_order))
     while queue:
         if result.explored >= max_graphs:
             result.stopped = "graphs"
@@ -116,7 +129,8 @@ def staged_search(
     The structural merges converge in a few steps; the library's hundreds of rules mostly
     make neutral variants (reassociations, pools through concats) that fill the queue, so
     running them first would spend the budget before any merge. Each stage gets an equal
-    share of the remaining time; explored and generated counts add up.
+    share of the remaining time and starts from the input and the previous stage's best
+    (the cheaper is explored first); explored and generated counts add up.
     """
     model = model or CostModel()
     t0 = time.perf_counter()
@@ -125,11 +139,15 @@ def staged_search(
     for k, rules in enumerate(stages):
         left = seconds - (time.perf_counter() - t0)
         share = left / (len(stages) - k)
-        r = search(current, rules, model, alpha, max_graphs, max(share, 0.0))
+        # from the previous stage's best and from the input: a stage's first choice can
+        # block a better combination that the next stage's rules would find from the input
+        also = [current] if current is not sg else []
+        r = search(sg, rules, model, alpha, max_graphs, max(share, 0.0), also=also)
         if total is None:
             total = r
         else:
-            total.best, total.cost = r.best, r.cost
+            if r.cost <= total.cost:
+                total.best, total.cost = r.best, r.cost
             total.explored += r.explored
             total.generated += r.generated
             total.stopped = r.stopped
