@@ -9,6 +9,8 @@ stored on disk and never execute code; they compile once into closures over P''s
     ("value", p)          the value of leaf p         ("dtype", "<f4")   a dtype
     ("contiguous", e)     the whole-buffer View of shape e
     ("window", p)         where leaf p's buffer lies: (address, strides, shape)
+    ("transposed", e)     the View swapping the last two axes of a whole base of shape e
+    ("swapped", e)        shape e with its last two axes swapped
     ("tuple", e, ...)     a tuple of values
 
 A guard is ("eq", e1, e2): the two values must be the same (in key form, so 0.0 is not
@@ -26,7 +28,7 @@ import numpy as np
 from cache.key import canon
 from ops.base import REGISTRY
 from ops.node import Node
-from ops.views import contiguous
+from ops.views import contiguous, permute_view
 
 Expr = tuple
 Nodes = list[Node]
@@ -65,10 +67,24 @@ def compile_expr(e: Any) -> Callable[[Nodes], Any]:
     if tag == "contiguous" and len(e) == 2:
         inner = compile_expr(e[1])
         return lambda nodes: contiguous(tuple(inner(nodes)))
+    if tag in ("transposed", "swapped") and len(e) == 2:
+        inner = compile_expr(e[1])
+        if tag == "swapped":
+            return lambda nodes: swap_last2(tuple(inner(nodes)))
+        return lambda nodes: permute_view(contiguous(tuple(inner(nodes))), _swap_axes(len(inner(nodes))))
     if tag == "tuple":
         parts = [compile_expr(x) for x in e[1:]]
         return lambda nodes: tuple(f(nodes) for f in parts)
     raise RecipeError(f"unknown expression {e!r}")
+
+
+def _swap_axes(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 2)) + (rank - 1, rank - 2) if rank >= 2 else tuple(range(rank))
+
+
+def swap_last2(shape: tuple) -> tuple:
+    """The shape with its last two axes swapped (what a matrix transpose gives)."""
+    return tuple(shape[a] for a in _swap_axes(len(shape)))
 
 
 def buffer_window(buf: Any) -> tuple:

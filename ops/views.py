@@ -138,6 +138,13 @@ def reshape_view(view: View, shape: Shape) -> View | None:
 
 def materialize(base: np.ndarray, view: View, writeable: bool = False) -> np.ndarray:
     """The NumPy array a view denotes over a C-contiguous base buffer."""
+    axes = _permutation(view, np.shape(base))
+    if axes is not None and not writeable:
+        # A whole-base transpose (a gradient's view of a transposed weight) needs no copy
+        # of a base that is itself a non-contiguous view.
+        out = np.asarray(base).transpose(axes)
+        out.flags.writeable = False  # like as_strided below: values are never written through views
+        return out
     flat = np.ascontiguousarray(base).reshape(-1)
     if view.size == 0:
         return np.empty(view.shape, dtype=flat.dtype)
@@ -148,3 +155,17 @@ def materialize(base: np.ndarray, view: View, writeable: bool = False) -> np.nda
         strides=tuple(s * item for s in view.strides),
         writeable=writeable,
     )
+
+
+def _permutation(view: View, base_shape: Shape) -> tuple[int, ...] | None:
+    """The axes when the view is a permutation of its whole (non-empty) base, else None."""
+    if view.offset or len(view.shape) != len(base_shape) or 0 in base_shape:
+        return None
+    cs = c_strides(base_shape)
+    axes = []
+    for d, s in zip(view.shape, view.strides):
+        hits = [a for a, (bd, bs) in enumerate(zip(base_shape, cs)) if bs == s and bd == d and a not in axes]
+        if not hits:
+            return None
+        axes.append(hits[0])
+    return tuple(axes)

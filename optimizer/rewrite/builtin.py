@@ -40,9 +40,76 @@ BUILTIN_RULES: list[dict] = [
     {"name": "invert-invert", "lhs": "(bitwise_invert (bitwise_invert ?x))", "rhs": "?x", "when": []},
     {"name": "astype-self", "lhs": "(astype ?x)", "rhs": "?x", "when": ["(same_dtype ?root ?x)"]},
     {
+        # (A @ B)^T = B^T @ A^T: the GEMM writes the transposed layout itself (B^T and A^T are
+        # strided views BLAS reads through a transpose flag), so readers of the result get
+        # a contiguous array instead of a strided one. Exact in real arithmetic; BLAS may
+        # block the sums differently, so float rounding can differ in the last bits.
+        "name": "matmul-transpose",
+        "lhs": "(view@?t (matmul@?m ?a ?b))",
+        "rhs": "(matmul@?m (view ?b :view (transposed ?b)) (view ?a :view (transposed ?a)))",
+        "when": ["(transpose ?t)", "(single_use ?m)", "(rank ?a 2)", "(rank ?b 2)"],
+    },
+    {
+        # A transpose of a transpose (gradients of x @ w.T record one) is the original.
+        "name": "transpose-transpose",
+        "lhs": "(view@?o (view@?i ?x))",
+        "rhs": "?x",
+        "when": ["(transpose ?o)", "(transpose ?i)"],
+    },
+    {
         "name": "broadcast-full",
         "lhs": "(view (full@?f))",
         "rhs": "(full@?f :shape (shape ?root))",
         "when": [],
+    },
+    # x op broadcast(s) for a 0-d s: NumPy broadcasts the 0-d operand itself, so the
+    # materialized broadcast (often a whole tensor of one value) is not needed.
+    {
+        "name": "add-scalar-broadcast",
+        "lhs": "(add ?x (view@?v ?s))",
+        "rhs": "(add@?root ?x ?s)",
+        "when": ["(rank ?s 0)", "(same_shape ?x ?root)", "(array ?x)"],
+    },
+    {
+        "name": "multiply-scalar-broadcast",
+        "lhs": "(multiply ?x (view@?v ?s))",
+        "rhs": "(multiply@?root ?x ?s)",
+        "when": ["(rank ?s 0)", "(same_shape ?x ?root)", "(array ?x)"],
+    },
+    {
+        "name": "subtract-scalar-broadcast",
+        "lhs": "(subtract ?x (view@?v ?s))",
+        "rhs": "(subtract@?root ?x ?s)",
+        "when": ["(rank ?s 0)", "(same_shape ?x ?root)", "(array ?x)"],
+    },
+    {
+        "name": "subtract-scalar-broadcast-left",
+        "lhs": "(subtract (view@?v ?s) ?x)",
+        "rhs": "(subtract@?root ?s ?x)",
+        "when": ["(rank ?s 0)", "(same_shape ?x ?root)", "(array ?x)"],
+    },
+    {
+        "name": "divide-scalar-broadcast",
+        "lhs": "(divide ?x (view@?v ?s))",
+        "rhs": "(divide@?root ?x ?s)",
+        "when": ["(rank ?s 0)", "(same_shape ?x ?root)", "(array ?x)"],
+    },
+    {
+        "name": "divide-scalar-broadcast-left",
+        "lhs": "(divide (view@?v ?s) ?x)",
+        "rhs": "(divide@?root ?s ?x)",
+        "when": ["(rank ?s 0)", "(same_shape ?x ?root)", "(array ?x)"],
+    },
+    {
+        "name": "maximum-scalar-broadcast",
+        "lhs": "(maximum ?x (view@?v ?s))",
+        "rhs": "(maximum@?root ?x ?s)",
+        "when": ["(rank ?s 0)", "(same_shape ?x ?root)", "(array ?x)"],
+    },
+    {
+        "name": "minimum-scalar-broadcast",
+        "lhs": "(minimum ?x (view@?v ?s))",
+        "rhs": "(minimum@?root ?x ?s)",
+        "when": ["(rank ?s 0)", "(same_shape ?x ?root)", "(array ?x)"],
     },
 ]

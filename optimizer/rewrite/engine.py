@@ -18,6 +18,7 @@ import numpy as np
 from cache.graph import Graph, QNode
 from cache.key import canon
 from cache.recipe import Expr
+from ops.views import contiguous, permute_view
 from optimizer.rewrite.rules import COMMUTATIVE, Rule, make_rule, rule_from_json
 from optimizer.rewrite.sexpr import head, is_var
 
@@ -69,6 +70,7 @@ class Engine:
         self.index: dict[str, list[Rule]] = {}
         self.fired: Counter[str] = Counter()  # totals over this process
         self.seconds = 0.0
+        self._users: dict[int, int] | None = None  # readers per node, for `single_use` (per round)
         for r in rules or []:
             self.add(r)
 
@@ -150,6 +152,14 @@ class Engine:
                 ok = not a.leaf and name in a.attrs and canon(a.attrs[name]) == canon(want)
                 if ok and (a.recipe is not None or name in a.op.size_attrs):
                     m.guards.append(("eq", g.attr_expr(a, name), ("const", want)))
+            elif what == "transpose":
+                ok = _is_transpose(a)
+                if ok:
+                    m.guards.append(("eq", g.attr_expr(a, "view"), ("transposed", g.shape_expr(a.inputs[0]))))
+            elif what == "single_use":
+                if self._users is None:
+                    self._users = g.users()
+                ok = self._users.get(id(a), 0) == 1
             elif what == "scalar":
                 ok = a.scalar
             elif what == "array":
@@ -172,6 +182,8 @@ class Engine:
             return ("dtype", env[v[1]].dtype.str)
         if tag == "attr":
             return g.attr_expr(env[v[1]], str(v[2]))
+        if tag == "transposed":
+            return ("transposed", g.shape_expr(env[v[1]]))
         value = np.zeros((), env[v[2]].dtype).dtype.type(v[1]).item()  # typed
         return ("const", value)
 
@@ -194,6 +206,10 @@ class Engine:
             else:
                 inputs.append(self._build(g, a, env, None))
                 i += 1
+        view = attrs.get("view")
+        if root is None and name == "view" and isinstance(view, tuple) and view[0] == "transposed":
+            # A transposing view below the root: the swapped shape of what it views.
+            return g.new(name, inputs, attrs, ("swapped", view[1]), inputs[0].dtype)
         shaped = root if root is not None else like
         if shaped is None:
             raise ValueError(f"target {t!r} below the root needs op@?like for its shape")
@@ -205,6 +221,7 @@ class Engine:
         """The replacement for n if `rule` matches it (guards recorded), else None."""
         m = _Match()
         m.env["?root"] = n
+        self._users = None
         if not self._match(g, rule.lhs, n, m) or not self._conditions(g, rule, m):
             return None
         new = self._build(g, rule.rhs, m.env, n)
@@ -242,6 +259,17 @@ class Engine:
             del g.artifacts["rules"]
         self.seconds += time.perf_counter() - t0
         return changed
+
+
+def _is_transpose(n: QNode) -> bool:
+    """n is a view swapping the last two axes of its whole (rank >= 2) input."""
+    if n.leaf or n.op is None or n.op.name != "view" or len(n.inputs) != 1:
+        return False
+    shape = n.inputs[0].shape
+    if len(shape) < 2:
+        return False
+    axes = tuple(range(len(shape) - 2)) + (len(shape) - 1, len(shape) - 2)
+    return n.attrs.get("view") == permute_view(contiguous(shape), axes)
 
 
 def _live(g: Graph) -> list[QNode]:

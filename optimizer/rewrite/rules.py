@@ -12,7 +12,9 @@ matches a Python-scalar leaf of that value (in the scalar's own type, so `0` nev
 Target patterns: a bound variable, or `(op@?like arg ... :attr value ...)`, a New node whose
 attributes are copied from `?like` and overridden by the keywords; its shape and dtype are
 the matched root's (or `?like`'s, below the root). Attribute values: numbers, `true`/`false`,
-`(shape ?n)`, `(dtype ?n)`, `(attr ?n name)`, `(typed 0 ?n)` (0 in ?n's dtype's Python type).
+`(shape ?n)`, `(dtype ?n)`, `(attr ?n name)`, `(typed 0 ?n)` (0 in ?n's dtype's Python type),
+`(transposed ?n)` (the view swapping ?n's last two axes; a `view` target built with it
+takes the swapped shape).
 
 Conditions (the vocabulary in `CONDITIONS`) read dtypes, ranks, shapes and attributes; one
 that compares concrete sizes or values adds a guard. Rules never read anything else, so a
@@ -40,6 +42,8 @@ CONDITIONS: dict[str, int] = {
     "scalar": 1,  # (scalar ?s): a Python-scalar leaf
     "array": 1,  # (array ?x): anything but a Python-scalar leaf
     "finite_int": 1,  # (finite_int ?x): bool or integer dtype (every value finite)
+    "transpose": 1,  # (transpose ?v): a view swapping the last two axes of its whole input (guarded)
+    "single_use": 1,  # (single_use ?n): read by exactly one node (so rewriting its reader drops it)
 }
 
 #: binary operators whose operands may be swapped when matching
@@ -48,7 +52,7 @@ COMMUTATIVE = frozenset(
     "bitwise_and bitwise_or bitwise_xor".split()
 )
 
-_TARGET_EXPRS = {"shape": 1, "dtype": 1, "attr": 2, "typed": 2}
+_TARGET_EXPRS = {"shape": 1, "dtype": 1, "attr": 2, "typed": 2, "transposed": 1}
 
 
 @dataclass
