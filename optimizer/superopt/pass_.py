@@ -208,7 +208,9 @@ def _new(
     if op == "view":
         v = attrs["view"]
         data = [list(v.shape), list(v.strides), int(v.offset)]
-        return g.new("view", ins, {}, ("const", tuple(shape)), dtype, ctor="superopt_view", data=data)
+        # the View also as an attribute, for passes that read views' windows in this process
+        attrs = {"view": ("const", v)}
+        return g.new("view", ins, attrs, ("const", tuple(shape)), dtype, ctor="superopt_view", data=data)
     return g.new(op, ins, {k: ("const", v) for k, v in attrs.items()}, ("const", tuple(shape)), dtype)
 
 
