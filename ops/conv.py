@@ -136,6 +136,22 @@ def grad_weight_from_rows(g: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(dwt.reshape(kh, kw, c, o).transpose(3, 2, 0, 1))
 
 
+def grad_weight_one_group(g: np.ndarray, x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
+    """d(conv2d)/d(w) for one group: GEMMs of the cotangent with im2col(x) in the cheaper layout."""
+    n, o, ho, wo = g.shape
+    c = x.shape[1]
+    kk = c * k[0] * k[1]
+    if kk >= o:
+        return grad_weight_from_rows(g, im2col_rows(x, k, s, p, d))
+    # Few window elements (the first layer's 25): the columns as (K, pixels) are small, and
+    # one GEMM (C_out, pixels) @ (pixels, K) with the cotangent channel-major gives the
+    # weight's layout directly. (A batched product per image avoids the cotangent's copy
+    # but makes hundreds of small BLAS calls, which collapse when other threads are busy.)
+    cols = im2col_cols(x, k, s, p, d).reshape(kk, n * ho * wo)
+    gc = np.ascontiguousarray(g.reshape(n, o, ho * wo).transpose(1, 0, 2)).reshape(o, n * ho * wo)
+    return (gc @ cols.T).reshape(o, c, k[0], k[1])
+
+
 class _PassOp(Op):
     """An operator only the library pass makes (shapes come from the pass, never from infer)."""
 
