@@ -283,6 +283,7 @@ def evaluate(roots: Sequence[Node]) -> None:
         outcome = "hit"
         if plan is None:
             plan, entry, outcome = _miss(w, key, entry, mode, opt, verbose, keep)
+    REPORT.evaluated(plan.tgraph.artifacts, outcome)  # what `lg.cache.passes()["last"]` shows
     t2 = time.perf_counter()
     pmap = plan.pmap
     keepq = _keep_slots(plan, keep)

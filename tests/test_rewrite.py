@@ -316,3 +316,29 @@ def test_matmul_transpose_on_floats(seed, m, k, n):
     y = make(lazy(an))
     assert rules_fired(y).get("matmul-transpose") == 1
     np.testing.assert_allclose(y.numpy(), reference(make, an), rtol=1e-5, atol=1e-5)
+
+
+def test_pass_report_last_is_the_last_evaluation():
+    lg.cache.reset_stats()
+    (-(-(lazy(np.arange(4)) * 1))).numpy()  # a miss: the passes run
+    rep = lg.cache.passes()
+    assert rep["last"]["cached"] is False and rep["last"]["outcome"] == "miss"
+    built = rep["last"]
+    assert built["rules"] == {"mul-one": 1, "neg-neg": 1} and built["passes"]
+    totals = (rep["optimizations"], rep["rules"])
+
+    (lazy(np.arange(3.0)) + 1).numpy()  # another structure: another optimization
+    assert lg.cache.passes()["last"]["rules"] == {}
+
+    (-(-(lazy(np.arange(4)) * 1))).numpy()  # a hit: the report shows what built its transformation
+    rep = lg.cache.passes()
+    assert rep["last"]["cached"] is True and rep["last"]["outcome"] == "hit"
+    assert rep["last"]["rules"] == built["rules"]
+    assert [p["pass"] for p in rep["last"]["passes"]] == [p["pass"] for p in built["passes"]]
+    assert (rep["optimizations"] - 1, rep["rules"]) == totals  # nothing ran again
+
+    lg.cache.clear(disk=False)  # the transformation comes back from disk with its report
+    (-(-(lazy(np.arange(4)) * 1))).numpy()
+    rep = lg.cache.passes()
+    assert rep["last"]["cached"] is True and rep["last"]["outcome"] == "disk"
+    assert rep["last"]["rules"] == built["rules"]

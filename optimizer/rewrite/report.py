@@ -1,9 +1,12 @@
 """The pass report: which passes and rewrite rules fired, how often, and their time.
 
 `REPORT.record_pass` is fed by the optimizer's trace on every optimization (a cache miss);
-`REPORT.finish` closes one optimization with the graph's rule counts. Totals are kept for
-the process; `last` is the most recent optimization. Hits replay a cached Q, so they add
-nothing here: a pass runs once per structure.
+`REPORT.finish` closes one optimization with the graph's rule counts and files that record
+with the transformation (artifact "pass_report", so it is stored on disk with it). Totals
+are kept for the process. `last` describes the last evaluation: `REPORT.evaluated` is told
+which transformation ran, so on a hit `last` shows the passes and rules that built the
+cached transformation, marked `cached` (they did not run again: a pass runs once per
+structure), and the totals are unchanged.
 """
 
 from __future__ import annotations
@@ -43,8 +46,24 @@ class PassReport:
         for name, n in rules.items():
             self.rules[name] = self.rules.get(name, 0) + n
         self.optimizations += 1
-        self.last = {"passes": self._current, "rules": rules}
+        self.last = {"passes": self._current, "rules": rules, "cached": False}
+        g.artifacts["pass_report"] = {"passes": self._current, "rules": rules}
         self._current = []
+
+    def evaluated(self, artifacts: dict, outcome: str) -> None:
+        """An evaluation ran the transformation with these artifacts (outcome hit/disk/miss/off)."""
+        if outcome in ("miss", "off"):
+            self.last["outcome"] = outcome  # finish() has just described this optimization
+            return
+        rec = artifacts.get("pass_report")
+        if not isinstance(rec, dict):  # made before reports were filed, or by another version
+            rec = {"passes": [], "rules": {}}
+        self.last = {
+            "passes": [dict(row) for row in rec.get("passes", [])],
+            "rules": dict(rec.get("rules", {})),
+            "cached": True,
+            "outcome": outcome,
+        }
 
     def summary(self) -> dict[str, Any]:
         """Totals and the last optimization, JSON-ready."""
