@@ -2,6 +2,7 @@
 
     python -m optimizer verify [FILE] [--timeout-ms 2000] [--write]
     python -m optimizer generate [--out FILE] [--max-ops 3] [--budget-s 300] [--timeout-ms 1000]
+                                 [--max-candidates 3000]
     python -m optimizer axioms [--redundancy]
 
 `verify` reads any rule file in the superopt format (the library by default), proves every
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--max-ops", type=int, default=3)
     g.add_argument("--budget-s", type=float, default=300.0, help="enumeration time budget")
     g.add_argument("--timeout-ms", type=int, default=1000, help="z3 timeout per rule")
+    g.add_argument("--max-candidates", type=int, default=3000, help="candidates proven (smallest first)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--quiet", action="store_true")
     a = sub.add_parser("axioms", help="check the axioms numerically")

@@ -24,6 +24,7 @@ are those instances; the rule applies wherever the shape rules accept both sides
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -56,35 +57,22 @@ class World:
         return "w" if v in self.weights else ("s" if not self.inputs[v] else "d")
 
 
-def _apps(*specs: str) -> tuple[tuple[str, tuple], ...]:
-    """'concat:0' -> ("concat", (0,)); 'conv2d:1,same,none' -> ("conv2d", (1, "same", "none"))."""
+def _apps(*names: str) -> tuple[tuple[str, tuple], ...]:
+    """Each operator with every parameter combination its `OpSpec.choices` lists."""
     out = []
-    for s in specs:
-        name, _, ps = s.partition(":")
-        params = tuple(int(p) if p.isdigit() else p for p in ps.split(",")) if ps else ()
-        out.append((name, params))
+    for name in names:
+        spec = OPS[name]
+        for params in itertools.product(*(spec.choices[p] for p in spec.params)):
+            out.append((name, tuple(params)))
     return tuple(out)
 
 
+MATRIX_OPS = ("add", "mul", "smul", "matmul", "transpose", "relu", "concat", "split", "ident", "ones")
+CONV_OPS = ("add", "smul", "relu", "conv2d", "concat", "split", "enlarge", "avg_pool2d", "max_pool2d")
+CONV_OPS += ("pool_kernel", "conv_ident")
+
 WORLDS = (
-    World(
-        "matrix",
-        {"?x": (3, 3), "?y": (3, 3), "?z": (3, 3), "?s": ()},
-        _apps(
-            "add",
-            "mul",
-            "smul",
-            "matmul",
-            "transpose",
-            "relu",
-            "concat:0",
-            "concat:1",
-            "split:0",
-            "split:1",
-            "ident",
-            "ones",
-        ),
-    ),
+    World("matrix", {"?x": (3, 3), "?y": (3, 3), "?z": (3, 3), "?s": ()}, _apps(*MATRIX_OPS)),
     World(
         "conv",
         {
@@ -95,22 +83,7 @@ WORLDS = (
             "?u": (2, 2, 1, 1),
             "?s": (),
         },
-        _apps(
-            "add",
-            "smul",
-            "relu",
-            "conv2d:1,same,none",
-            "conv2d:1,same,relu",
-            "concat:0",
-            "concat:1",
-            "split:0",
-            "split:1",
-            "enlarge:3",
-            "avg_pool2d:3,1,same",
-            "max_pool2d:3,1,same",
-            "pool_kernel:3",
-            "conv_ident",
-        ),
+        _apps(*CONV_OPS),
         frozenset({"?w", "?v", "?u"}),
     ),
 )
@@ -141,7 +114,7 @@ class Term:
     text: str
     size: int
     ts: TS
-    val: np.ndarray
+    val: np.ndarray | None
     fp: bytes
     vars: frozenset[str]
     subs: frozenset[str]  # texts of its operator subterms (itself included)
@@ -245,9 +218,12 @@ def enumerate_world(
                     rep = reps.get(t.fp)
                     if rep is None:
                         reps[t.fp] = t
-                        by_size[size].append(t)
                         stats.representatives += 1
                         yield from _split_candidates(t, reps, world, stats)
+                        if size < max_ops:
+                            by_size[size].append(t)
+                        else:
+                            t.val = None  # never extended: keep memory for the last level small
                     else:
                         yield from _pair_candidates(t, rep, world, stats)
 
