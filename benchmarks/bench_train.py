@@ -231,10 +231,43 @@ def bench(name: str, warmup: int, rounds: int) -> dict[str, Any]:
     return {"median": med, "ratio": ratio, "losses": losses}
 
 
+def breakdown(steps: int = 3, top: int = 12) -> list[tuple[float, str]]:
+    """Median milliseconds per step of the CNN step's most expensive kernels (LAZYGRAPH_DEBUG=2 trace)."""
+    import contextlib
+    import io
+    import re
+
+    lg.manual_seed(0)
+    step, _ = lazygraph_step("cnn")
+    data = batches("cnn", steps + 2)
+    for x, y in data[:2]:  # optimization and warm-up
+        step(x, y)
+    saved = os.environ.get("LAZYGRAPH_DEBUG")
+    os.environ["LAZYGRAPH_DEBUG"] = "2"
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            for x, y in data[2:]:
+                step(x, y)
+    finally:
+        if saved is None:
+            os.environ.pop("LAZYGRAPH_DEBUG", None)
+        else:
+            os.environ["LAZYGRAPH_DEBUG"] = saved
+    per: dict[str, list[float]] = {}
+    for line in buf.getvalue().splitlines():
+        m = re.match(r"\[lazygraph\]\s+(.+?) \w+: ([0-9.]+) us$", line)
+        if m:
+            per.setdefault(m.group(1), []).append(float(m.group(2)) / 1e3)
+    rows = [(sum(v) / steps, k) for k, v in per.items()]
+    return sorted(rows, reverse=True)[:top]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both models and print the table and the result lines."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer timed steps")
+    ap.add_argument("--breakdown", action="store_true", help="also list the CNN step's costliest kernels")
     args = ap.parse_args(argv)
     plan = {"cnn": (1, 1), "mlp": (1, 6)} if args.quick else {"cnn": (2, 6), "mlp": (2, 30)}
     print(f"bench_train: batch {BATCH}; python {platform.python_version()}, numpy {np.__version__}, ", end="")
@@ -268,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     print("(ratios: lazygraph time / peer time, median of per-round ratios; below 1 is faster)")
     anchors = ", ".join(f"{k} {v} s" for k, v in ANCHOR_TORCH_S.items())
     print(f"reference: PyTorch CPU eager on a 2-core machine ({anchors}; anchors.md)")
+    if args.breakdown:
+        print("\ncnn step, costliest kernels (ms per step; `new` = a step a pass made):")
+        for ms, label in breakdown():
+            print(f"  {ms:8.1f}  {label}")
     print(f"\ntotal {time.perf_counter() - t_start:.1f} s\n")
     for name, res in results.items():
         print(f"result: {name}_step_seconds = {res['median']['lazygraph']:.4f}")
