@@ -271,8 +271,9 @@ def evaluate(roots: Sequence[Node]) -> None:
     t_settings = time.perf_counter() - t1
     t1 += t_settings
     entry = None
-    keep = _memoized(w)
+    keep = None  # a miss needs it to plan; on a hit it is computed as part of the run (timed so)
     if mode == "0" or not w.cacheable:
+        keep = _memoized(w)
         plan: Plan | None = Plan(_build(w, opt, verbose)[1], w.tokens)
         if sched:
             memplan.schedule_plan(plan, w.nodes, _keep_slots(plan, keep))
@@ -282,9 +283,12 @@ def evaluate(roots: Sequence[Node]) -> None:
         plan = entry.select(w.nodes) if entry is not None else None
         outcome = "hit"
         if plan is None:
+            keep = _memoized(w)
             plan, entry, outcome = _miss(w, key, entry, mode, opt, verbose, keep)
     REPORT.evaluated(plan.tgraph.artifacts, outcome)  # what `lg.cache.passes()["last"]` shows
     t2 = time.perf_counter()
+    if keep is None:
+        keep = _memoized(w)
     pmap = plan.pmap
     keepq = _keep_slots(plan, keep)
     fkeep = frozenset(keepq)
