@@ -358,3 +358,33 @@ def test_pass_applies_library_rules_to_weight_products() -> None:
     xn, an, bn, cn = x.numpy(), a.numpy(), b.numpy(), c.numpy()
     np.testing.assert_allclose(got, (xn @ an) @ bn + xn @ cn, rtol=1e-4, atol=1e-4)
     assert any(k.startswith("lib:") for k in pass_.LAST["rules"])
+
+
+# -- search-graph normalizations ---------------------------------------------------------------------
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_a_view_of_a_slice_is_one_view_of_the_whole(data) -> None:
+    from ops.views import contiguous, materialize, permute_view, reshape_view, slice_view
+    from optimizer.superopt.apply import view_of_slice
+
+    whole = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    axis = data.draw(st.integers(0, len(whole) - 1))
+    start = data.draw(st.integers(0, whole[axis] - 1))
+    stop = data.draw(st.integers(start + 1, whole[axis]))
+    piece = whole[:axis] + (stop - start,) + whole[axis + 1 :]
+    view = contiguous(piece)
+    kind = data.draw(st.sampled_from(["permute", "reshape", "slice"]))
+    if kind == "permute":
+        view = permute_view(view, tuple(data.draw(st.permutations(range(len(piece))))))
+    elif kind == "reshape":
+        view = reshape_view(view, (int(np.prod(piece)),)) or view
+    else:
+        view = slice_view(view, tuple(slice(0, None, data.draw(st.integers(1, 2))) for _ in piece))
+    base = np.arange(int(np.prod(whole)), dtype=np.float64).reshape(whole)
+    cut = {"axis": axis, "start": start, "stop": stop}
+    expect = materialize(np.take(base, range(start, stop), axis=axis), view)
+    composed = view_of_slice(view, piece, whole, cut)
+    if composed is not None:
+        np.testing.assert_array_equal(materialize(base, composed), expect)
