@@ -15,6 +15,8 @@
     optimum where it can; gap of each scheduler to that optimum.
 (c) The buffer planner on `best_order`'s orders: buffers per value and the pool's peak vs the
     order's.
+The MNIST training step's peak with and without the executor's planner (predicted and measured)
+is `benchmarks/bench_memory.py`.
 
 The last lines read `result: <metric> = <number>`.
 """
