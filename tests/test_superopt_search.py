@@ -388,3 +388,14 @@ def test_a_view_of_a_slice_is_one_view_of_the_whole(data) -> None:
     composed = view_of_slice(view, piece, whole, cut)
     if composed is not None:
         np.testing.assert_array_equal(materialize(base, composed), expect)
+
+
+def test_a_rewrite_that_read_a_scalar_is_not_replayed_for_another_value() -> None:
+    rng = np.random.default_rng(6)
+    x = lg.asarray(rng.standard_normal((8, 16)).astype(np.float32))
+    a, b = param(rng, 16, 16), param(rng, 16, 16)
+    for s in (0.0, 1.0):  # maximum(., 0) is a ReLU the rules move; maximum(., 1) is not
+        with lg.no_grad():
+            y = lg.concat([lg.maximum(x @ a, s), lg.maximum(x @ b, s)], axis=1)
+        want = np.concatenate([np.maximum(x.numpy() @ a.numpy(), s), np.maximum(x.numpy() @ b.numpy(), s)], 1)
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)

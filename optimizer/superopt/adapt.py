@@ -227,6 +227,10 @@ class LibraryRule(Rule):
         return True
 
     def _build(self, g: SGraph, env: dict, roots: tuple) -> dict[int, int]:
+        for key, i in env.items():  # a ReLU was recognized by its scalar's value: guard it
+            n = g.nodes[i]
+            if key.startswith("#") and n.op == "maximum":
+                g.value_guards.update(c for c in n.inputs if g.nodes[c].op == "scalar")
         shapes = {v: g.nodes[env[v]].shape for v in self.src.variables}
         types = self.dst.types(shapes)
         if types is None:
