@@ -13,7 +13,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ops.base import Op, register
-from ops.conv import conv_one_group, grad_weight_from_rows, im2col_rows
+from ops.conv import conv_one_group, grad_weight_one_group
 from ops.node import Node
 
 Pair = tuple[int, int]
@@ -178,7 +178,7 @@ class _GradOp(Op):
 
 
 class Conv2dGradInput(_GradOp):
-    """d(conv2d)/d(x) applied to a cotangent: GEMM with the weight, then col2im."""
+    """d(conv2d)/d(x) applied to a cotangent: a convolution of it (stride 1), else GEMM + col2im."""
 
     kind = "contraction"
 
@@ -187,11 +187,13 @@ class Conv2dGradInput(_GradOp):
         g = np.asarray(g)
         w = np.asarray(w, dtype=g.dtype)
         k = w.shape[2:]
-        if stride == (1, 1) and all(p <= d * (q - 1) for p, d, q in zip(padding, dilation, k)):
+        o, cp = w.shape[:2]
+        full_ok = all(p <= d * (q - 1) for p, d, q in zip(padding, dilation, k))
+        if stride == (1, 1) and full_ok and o <= groups * cp:
             # With stride 1 the input gradient is itself a convolution: the cotangent, padded
             # to a full correlation, with the flipped kernel whose in/out channels swap per
-            # group. Its im2col + GEMM beats GEMM + col2im (25 strided adds) by far.
-            o, cp = w.shape[:2]
+            # group. Its im2col + GEMM beats GEMM + col2im (25 strided adds) by far, unless
+            # the cotangent has more channels than x (its columns would be the larger).
             wf = w.reshape(groups, o // groups, cp, *k).transpose(0, 2, 1, 3, 4)
             wf = wf.reshape(groups * cp, o // groups, *k)[:, :, ::-1, ::-1]
             full = tuple(d * (q - 1) - p for p, d, q in zip(padding, dilation, k))
@@ -216,8 +218,7 @@ class Conv2dGradWeight(_GradOp):
         o, cp, kh, kw = w.shape
         n, _, ho, wo = g.shape
         if groups == 1:
-            cols = im2col_rows(np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation)
-            return grad_weight_from_rows(g, cols)
+            return grad_weight_one_group(g, np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation)
         cols = im2col(np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation, groups)
         gh = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, groups, o // groups).transpose(1, 0, 2)
         # The long pixel axis is the contraction; BLAS is several times faster when the larger
