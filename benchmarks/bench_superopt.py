@@ -197,7 +197,7 @@ def main() -> None:
     reps = a.reps or (5 if a.quick else 7)
     seconds = a.seconds or (2.0 if a.quick else 20.0)
     graphs = a.graphs or (40 if a.quick else 400)
-    cost = a.cost or ("analytic" if a.quick else "measured")
+    cost = a.cost or "analytic"
     print(f"bench_superopt: {os.cpu_count()} cores (shared machine: timings are noisy)")
     library_part(a.generate, a.quick)
     res = model_part(a.models, a.quick, reps, seconds, graphs, cost)

@@ -15,8 +15,8 @@ A graph's cost is the sum of its steps' costs, where steps are what lazygraph wi
 - every other op costs its own time.
 
 Per-op times: `mode="measured"` runs each op configuration (operator, input shapes and dtypes,
-attributes) with the NumPy reference kernel on random data, takes the median of a few runs and
-caches it on disk (`superopt_costs.json` in the lazygraph cache directory, written atomically,
+attributes) with the NumPy reference kernel on random data, takes the shortest of a few runs
+(noise from other processes only adds time) and caches it on disk (`superopt_costs.json` in the lazygraph cache directory, written atomically,
 keyed by a machine and version tag; a corrupt or foreign file is ignored). `mode="analytic"`
 (the default, and what tests use) is a FLOP/byte model: GEMM-like work at `flops` per second,
 memory traffic at `bandwidth` bytes per second, plus `overhead` per step. `calibrate()`
@@ -40,7 +40,7 @@ from ops.base import REGISTRY
 from ops.fileio import atomic_write
 from optimizer.superopt.apply import SGraph, SNode, frozen
 
-VERSION = 1
+VERSION = 2  # part of the machine tag: times measured by older versions are not reused
 FREE_OPS = frozenset(("view", "slice_axis", "reshape", "astype_view"))
 ELEMENTWISE_KINDS = frozenset(("elementwise",))
 _MIN_JIT = 65536  # lazygraph/jitpass.py's default LAZYGRAPH_JIT_MIN_SIZE
@@ -169,7 +169,9 @@ class CostModel:
             else:
                 args.append(np.ones(m.shape, m.dtype))
         kernel = REGISTRY[n.op].kernel
-        return _median(lambda: kernel(*args, **n.attrs)) + self.overhead
+        # the shortest of a few runs: on a shared machine noise only ever adds time, and a
+        # noisy low median would make the search prefer rewrites that do more work
+        return _best(lambda: kernel(*args, **n.attrs), reps=5) + self.overhead
 
     def _analytic(self, sg: SGraph, i: int) -> float:
         n = sg.nodes[i]
@@ -294,18 +296,3 @@ def _best(fn: Any, reps: int = 7) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
-
-
-def _median(fn: Any, reps: int = 5, budget: float = 0.05) -> float:
-    """Median wall time of fn over a few runs (fewer when one run is long)."""
-    fn()  # warm-up: allocation, BLAS threads
-    times = []
-    t_start = time.perf_counter()
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if time.perf_counter() - t_start > budget and len(times) >= 3:
-            break
-    times.sort()
-    return times[len(times) // 2]
