@@ -17,6 +17,11 @@ from ops.base import Op, defvjp, fmt_shape, register, shape_error, type_error
 from ops.node import Node
 
 
+def _work(dtype: np.dtype) -> np.dtype:
+    """The dtype to compute in: float16 sums of exponentials lose digits fast, so float32."""
+    return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
+
+
 def _shifted(x: np.ndarray) -> np.ndarray:
     """x minus its max over axis 1 (0 for an all -inf row, so no inf - inf is formed)."""
     m = np.max(x, axis=1, keepdims=True, initial=-np.inf)
@@ -49,7 +54,7 @@ class SoftmaxCrossEntropy(Op):
     def kernel(self, x: np.ndarray, q: np.ndarray) -> np.ndarray:
         """One max-shifted log-sum-exp pass, then the target-weighted sum."""
         dtype = np.result_type(x, q)
-        x = np.asarray(x, dtype=dtype)
+        x = np.asarray(x, dtype=_work(dtype))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             s = _shifted(x)
             logp = s - np.log(np.sum(np.exp(s), axis=1, keepdims=True))
@@ -73,13 +78,14 @@ class SoftmaxCrossEntropyGrad(Op):
         """softmax by the max shift, then the closed form, all in x's dtype."""
         x = np.asarray(x)
         dtype = x.dtype
+        work = _work(dtype)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            e = np.exp(_shifted(x))
+            e = np.exp(_shifted(x.astype(work, copy=False)))
             p = e / np.sum(e, axis=1, keepdims=True)
-            q = np.asarray(q, dtype=dtype)
+            q = np.asarray(q, dtype=work)
             out = p * np.sum(q, axis=1, keepdims=True) - q
-            out *= np.expand_dims(np.asarray(g, dtype=dtype), 1)
-        return out
+            out *= np.expand_dims(np.asarray(g, dtype=work), 1)
+        return out.astype(dtype, copy=False)
 
 
 for _op in (SoftmaxCrossEntropy(), SoftmaxCrossEntropyGrad()):

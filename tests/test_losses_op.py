@@ -89,3 +89,20 @@ def test_record_time_errors_name_the_op():
         record("softmax_cross_entropy", x, lg.asarray(np.zeros((2, 4), np.float32)))
     with pytest.raises(TypeError, match="^softmax_cross_entropy: "):
         record("softmax_cross_entropy", x, lg.asarray(np.zeros((2, 3), np.int64)))
+
+
+def test_float16_logits_compute_wider():
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((8, 30)) * 4).astype(np.float16)
+    t = rng.integers(0, 30, 8)
+    xs = lg.asarray(x, requires_grad=True)
+    loss = F.cross_entropy(xs, lg.asarray(t), reduction="sum")
+    (g,) = lg.grad(loss, [xs])
+    assert loss.dtype == np.float16 and g.dtype == np.float16
+    x64 = x.astype(np.float64)
+    logp = x64 - x64.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    np.testing.assert_allclose(float(loss.numpy()), -logp[np.arange(8), t].sum(), rtol=2e-3)
+    want = np.exp(logp)
+    want[np.arange(8), t] -= 1
+    np.testing.assert_allclose(g.numpy(), want, atol=2e-3)
