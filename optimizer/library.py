@@ -178,13 +178,20 @@ def library(g: Graph) -> bool:
 
 
 def _build_library(recipe: Recipe, artifacts: dict) -> Callable:
-    """Producer kernel into a fresh buffer, then the epilogue in place."""
+    """Producer kernel into a fresh buffer (a GEMM: or the given `out=`), then the epilogue in place."""
     d = recipe.data
     kernel = REGISTRY[str(d["producer"])].kernel
     n_in, bias, relu = int(d["n_in"]), bool(d["bias"]), bool(d["relu"])
 
-    def run(*inputs: Any, **attrs: Any) -> np.ndarray:
-        v = np.asarray(kernel(*inputs[:n_in], **attrs))
+    def run(*inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+        if out is not None:
+            # a planned buffer (the executor's layout; never shares memory with an input): the
+            # GEMM writes into it and the epilogue runs there in place; only matmul takes one
+            if d["producer"] != "matmul":
+                raise TypeError(f"library: {d['producer']} steps allocate their output")
+            v = np.matmul(*inputs[:n_in], out=out)
+        else:
+            v = np.asarray(kernel(*inputs[:n_in], **attrs))
         if not v.flags.writeable or any(
             isinstance(x, np.ndarray) and np.may_share_memory(v, x) for x in inputs
         ):
