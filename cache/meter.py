@@ -36,7 +36,7 @@ def owner(a: np.ndarray) -> np.ndarray:
 class Layout:
     """Where a run's outputs go: planned buffers reused through `out=`, and the peak it predicts."""
 
-    __slots__ = ("key", "take", "give", "nbuf", "predicted", "reuses")
+    __slots__ = ("key", "take", "give", "nbuf", "predicted", "reuses", "into")
 
     def __init__(
         self,
@@ -45,9 +45,11 @@ class Layout:
         give: list[list[tuple[int, int]]],
         nbuf: int,
         predicted: int,
+        into: list[Any],
     ) -> None:
         self.key = key  # (step bytes, step aliases, step dtypes) the layout was planned for
         self.take = take  # step -> planned buffer it writes into when it holds one, else -1
+        self.into = into  # step -> the kernel called with out= when it takes a buffer (else None)
         self.give = give  # step -> (slot, buffer): after the step, keep the slot's buffer for reuse
         self.nbuf = nbuf
         self.predicted = predicted  # predicted peak bytes of a run with this layout

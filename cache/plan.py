@@ -227,6 +227,7 @@ class Plan:
     def recompile(self) -> None:
         """Refresh the tuple program after steps (or their `fn`) changed."""
         self.program = [(s.fn, s.ins, s.out, s.src, s.recover, s.dies) for s in self.steps]
+        self.layouts.clear()  # a layout names the kernels that write into its buffers
 
     def applies(self, nodes: list[Node]) -> bool:
         """True when every guard holds on P'."""
@@ -258,9 +259,9 @@ class Plan:
             vals[q] = nodes[p].buffer
         if meter is not None:
             meter.start(self, vals)
-        take = give = pool = None
+        take = give = pool = into = None
         if layout is not None:
-            take, give, pool = layout.take, layout.give, [None] * layout.nbuf
+            take, give, into, pool = layout.take, layout.give, layout.into, [None] * layout.nbuf
         inplace = self.inplace
         reused = written = 0
         for i, (fn, ins, out, src, recover, dies) in enumerate(self.program):
@@ -284,7 +285,7 @@ class Plan:
                         n = prod(shape)
                         if o.dtype == dtype and o.size >= n:
                             dest = o if o.shape == shape else o.reshape(-1)[:n].reshape(shape)
-                            v = fn(*[vals[k] for k in ins], out=dest, **attrs)
+                            v = into[i](*[vals[k] for k in ins], out=dest, **attrs)
                             reused += 1
                         o = dest = None  # no stray reference: a later in-place write checks counts
                 if v is None:

@@ -12,7 +12,6 @@ later calls only pack arguments and launch.
 from __future__ import annotations
 
 import ctypes
-import math
 import os
 import sys
 import warnings
@@ -140,8 +139,12 @@ class FusedKernel:
                     sizes[root] = arr.shape[dim]
         return sizes
 
-    def __call__(self, *values: Any) -> list[np.ndarray]:
-        """Run the kernel on the inputs' values (arrays and scalars, in `Region.inputs` order)."""
+    def __call__(self, *values: Any, out: np.ndarray | None = None) -> list[np.ndarray]:
+        """Run the kernel on the inputs' values (arrays and scalars, in `Region.inputs` order).
+
+        `out` receives the first output (the executor's planned buffer); it must have the
+        output's shape and dtype and share no memory with an input the kernel reads.
+        """
         spec = self.spec
         arrays: list[np.ndarray] = []
         fs = [0.0] * len(spec.scalars)  # scalar k is read from fs[k] (floats) or is[k]
@@ -156,16 +159,22 @@ class FusedKernel:
             else:
                 arrays.append(np.asarray(v))
         sizes = self._sizes(arrays)
+        if out is not None and any(np.may_share_memory(out, a) for a in arrays):
+            raise ValueError("jit region: out= shares memory with an input the kernel reads")
         outs = []
         for _, ai in spec.outputs:
             ref = spec.arrays[ai]
             shp = tuple(1 if r < 0 else sizes[r] for r in ref.roots)
-            outs.append(alloc(shp, ref.dtype))
+            if out is not None and not outs:
+                _check_out(out, shp, ref.dtype)
+                outs.append(out)
+            else:
+                outs.append(np.empty(shp, dtype=ref.dtype))
         if any(sizes[a] == 0 for a in spec.K) or not compile_c.available():
             if not compile_c.available():
                 _warn_no_compiler()
-                return self.fallback(values)
-            return self._empty(outs, sizes)
+                return self.fallback(values, out)
+            return outs  # a kept axis of size 0: every output is empty
         allarr = arrays + outs
         strides = lay.axis_strides(spec, allarr)
         layout = lay.make_layout(spec, sizes, strides)
@@ -178,9 +187,6 @@ class FusedKernel:
         isa = np.asarray(is_ or [0], dtype=np.int64)
         fn[0](ptrs, dims.ctypes.data, fsa.ctypes.data, isa.ctypes.data)
         return outs
-
-    def _empty(self, outs: list[np.ndarray], sizes: dict[int, int]) -> list[np.ndarray]:
-        return outs  # a kept axis of size 0: every output is empty
 
     def _build(self, layout: Layout) -> tuple[Any, astar.SearchResult, str]:
         spec = self.spec
@@ -263,13 +269,25 @@ class FusedKernel:
         fn((grid,), (block,), tuple(args))
         return outs
 
-    def fallback(self, values: tuple) -> list[np.ndarray]:
-        """The region op by op with the NumPy reference kernels."""
+    def fallback(self, values: tuple, out: np.ndarray | None = None) -> list[np.ndarray]:
+        """The region op by op with the NumPy reference kernels (the first output copied to `out`)."""
         env: list[Any] = list(values)
         with np.errstate(all="ignore"):
             for op, attrs, ins in self.program:
                 env.append(np.asarray(op.kernel(*(env[i] for i in ins), **attrs)))
-        return [np.asarray(env[i]) for i in self.out_slots]
+        outs = [np.asarray(env[i]) for i in self.out_slots]
+        if out is not None:
+            _check_out(out, outs[0].shape, outs[0].dtype)
+            np.copyto(out, outs[0])
+            outs[0] = out
+        return outs
+
+
+def _check_out(out: np.ndarray, shape: tuple, dtype: np.dtype) -> None:
+    """A given output buffer must be a writeable array of the output's shape and dtype."""
+    if type(out) is not np.ndarray or out.shape != shape or out.dtype != dtype or not out.flags.writeable:
+        got = f"{getattr(out, 'shape', None)} {getattr(out, 'dtype', type(out).__name__)}"
+        raise ValueError(f"jit region: out= is {got}, the output is {shape} {np.dtype(dtype)}")
 
 
 def _load_cuda(data: bytes, kind: str) -> Any:
@@ -286,52 +304,6 @@ def _load_cuda(data: bytes, kind: str) -> Any:
         return module.get_function("lg_kernel")
     finally:
         os.unlink(path)
-
-
-#: large output buffers returned earlier, reused once nothing else refers to them
-_pool: dict[tuple, list[np.ndarray]] = {}
-POOL_MIN_BYTES = 1 << 20
-POOL_MAX_BYTES = 512 << 20
-
-
-def _free_refcount() -> int:
-    probe = [np.empty(0)]
-    for a in probe:
-        return sys.getrefcount(a)
-    return 0
-
-
-_FREE = _free_refcount()
-
-
-def alloc(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """An output buffer: a pooled one nobody holds any more, or a new one.
-
-    Fresh large arrays cost the kernel zero-filling page faults (a whole extra write pass
-    over the output); a training loop asks for the same shapes every step, so buffers the
-    program has dropped (only the pool refers to them: no arrays, views or memoryviews) are
-    handed out again.
-    """
-    dt = np.dtype(dtype)
-    nbytes = dt.itemsize * math.prod(shape)
-    if nbytes < POOL_MIN_BYTES:
-        return np.empty(shape, dtype=dt)
-    key = (shape, dt)
-    bufs = _pool.setdefault(key, [])
-    for a in bufs:
-        if sys.getrefcount(a) == _FREE:
-            a.flags.writeable = True
-            return a
-    a = np.empty(shape, dtype=dt)
-    total = sum(b.nbytes for lst in _pool.values() for b in lst)
-    if total + nbytes <= POOL_MAX_BYTES:
-        bufs.append(a)
-    return a
-
-
-def clear_pool() -> None:
-    """Drop the pooled buffers (memory goes back to the system when nothing holds them)."""
-    _pool.clear()
 
 
 _kernels: dict[tuple, FusedKernel] = {}

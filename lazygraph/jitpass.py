@@ -242,9 +242,10 @@ def _build_region(recipe: Recipe, artifacts: dict) -> Any:
 
         return pick
 
-    def run(*args: Any, **attrs: Any) -> np.ndarray:
+    def run(*args: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+        # out: the executor's planned buffer for the first output (cache/plan.py, Layout.take)
         small = max((np.size(a) for a in args), default=0) < min_size()
-        outs = k.fallback(args) if small or not kernel.enabled() else k(*args)
+        outs = k.fallback(args, out) if small or not kernel.enabled() else k(*args, out=out)
         if n_out > 1:
             first = outs[0]
             _siblings[id(first)] = [weakref.ref(first), outs, n_out - 1]

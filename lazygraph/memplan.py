@@ -13,6 +13,7 @@ later output can live in, for the steps whose kernel can write into a given buff
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -50,18 +51,32 @@ def _pick_of(step: Any) -> bool:
     return r is not None and r.ctor == "jit_region" and isinstance(r.data, dict) and r.data.get("out", 0) > 0
 
 
-def outable(plan: Plan, nodes: list[Node]) -> list[bool]:
-    """Steps whose kernel can write into a given buffer: plain NumPy ufuncs on float/complex values."""
-    out = []
+def writers(plan: Plan, nodes: list[Node]) -> list[Callable | None]:
+    """Per step, a kernel that can write into a given buffer (called with `out=`), or None.
+
+    Plain NumPy ufuncs on float/complex values, matmul (np.matmul), a fused region's first
+    output (its compiled kernel writes wherever it is pointed) and library GEMM steps; the
+    rest allocate their results (reductions, convolutions, gathers, a region's further
+    outputs, which its kernel produced with the first).
+    """
+    out: list[Callable | None] = []
     for s in plan.steps:
-        op = getattr(s.fn, "__self__", None)
-        ok = isinstance(op, Elementwise) and isinstance(op.fn, np.ufunc) and op.fn.nout == 1
-        if ok and s.src >= 0:
+        w: Callable | None = None
+        r = s.recipe
+        if r is not None and r.ctor == "jit_region":
+            w = None if _pick_of(s) else s.fn
+        elif r is not None and r.ctor == "library":
+            w = s.fn if isinstance(r.data, dict) and r.data.get("producer") == "matmul" else None
+        elif s.src >= 0:
+            op = getattr(s.fn, "__self__", None)
             node = nodes[s.src]
-            ok = not node.attrs and node.dtype.kind in "fc"
-        elif ok:
-            ok = False  # a rebuilt node's dtype and attributes are only known when it runs
-        out.append(ok)
+            if isinstance(op, Elementwise) and isinstance(op.fn, np.ufunc) and op.fn.nout == 1:
+                ok = not node.attrs and node.dtype.kind in "fc"
+                w = s.fn if ok else None
+            elif getattr(op, "name", "") == "matmul" and node.dtype.kind in "fc":
+                w = np.matmul
+        # a rebuilt ufunc node's dtype and attributes are only known when it runs: it allocates
+        out.append(w)
     return out
 
 
@@ -142,8 +157,8 @@ def layout_for(plan: Plan, nodes: list[Node], keepq: set[int], meter: Meter) -> 
     dtypes = list(meter.dtypes)
     dag = _dag(plan, meter.sizes, meter.aliases, keepq, dtypes)
     n = dag.n
-    takes = outable(plan, nodes) if enabled() else [False] * n
-    bp = plan_buffers(dag, list(range(n)), takes=takes)
+    into = writers(plan, nodes) if enabled() else [None] * n
+    bp = plan_buffers(dag, list(range(n)), takes=[w is not None for w in into])
     take = [-1] * n
     give: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     last_value: dict[int, int] = {}  # buffer -> its latest value (a step index)
@@ -163,7 +178,7 @@ def layout_for(plan: Plan, nodes: list[Node], keepq: set[int], meter: Meter) -> 
                 give[end].append((plan.steps[m].out, b))
                 break
     key = (tuple(meter.sizes), tuple(meter.aliases), tuple(dtypes))
-    return Layout(key, take, give, len(bp.buffers), bp.peak)
+    return Layout(key, take, give, len(bp.buffers), bp.peak, into)
 
 
 def remember(plan: Plan, fkeep: frozenset, layout: Layout) -> None:

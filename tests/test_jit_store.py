@@ -140,19 +140,20 @@ def test_kernels_are_shared_by_structure_not_sizes() -> None:
     assert os.environ.get("OMP_WAIT_POLICY") == "passive" or compile_c.toolchain() is None
 
 
-def test_output_buffers_are_reused_only_when_nothing_holds_them() -> None:
-    shape = (512, 1024)  # 2 MiB of float32: pooled
-    kernel.clear_pool()
-    a = kernel.alloc(shape, np.dtype(np.float32))
-    first = id(a)
-    view = a[::2]
-    del a
-    b = kernel.alloc(shape, np.dtype(np.float32))
-    assert id(b) != first  # still held through its view
-    del view
-    c = kernel.alloc(shape, np.dtype(np.float32))
-    assert id(c) == first  # dropped: handed out again
-    assert kernel.alloc(shape, np.dtype(np.float32)) is not b  # b is still held
-    small = kernel.alloc((3,), np.dtype(np.float32))
-    assert kernel.alloc((3,), np.dtype(np.float32)) is not small
-    kernel.clear_pool()
+def test_kernel_writes_into_a_given_buffer() -> None:
+    """out= receives the first output, compiled or op by op; a buffer that does not fit is refused."""
+    k, vals = _softmax_kernel()
+    expected = k.fallback(tuple(vals))[0]
+    out = np.full((8, 5), np.nan, np.float32)
+    got = k(*vals, out=out)[0]
+    assert got is out
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    out2 = np.full((8, 5), np.nan, np.float32)
+    assert k.fallback(tuple(vals), out2)[0] is out2
+    np.testing.assert_array_equal(out2, expected)
+    with pytest.raises(ValueError, match="out= is"):
+        k(*vals, out=np.empty((8, 5), np.float64))
+    with pytest.raises(ValueError, match="out= is"):
+        k(*vals, out=np.empty((5, 8), np.float32))
+    with pytest.raises(ValueError, match="shares memory"):
+        k(*vals, out=vals[0])  # the kernel would overwrite what it still reads

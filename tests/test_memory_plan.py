@@ -18,10 +18,40 @@ SHAPE = (6, 8)
 
 
 @pytest.fixture
-def metered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Meter every evaluation, in this process's cache only."""
+def metered(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Meter every evaluation, in this process's cache only; check every write into a planned buffer.
+
+    Returns how many planned buffers each kind of step wrote into (ufunc names, "matmul",
+    "jit_region", "library").
+    """
     monkeypatch.setenv("LAZYGRAPH_MEASURE", "1")
     monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
+    writes: dict[str, int] = {}
+    real = memplan.writers
+
+    def checked(plan, nodes):  # noqa: ANN001, ANN202
+        kinds = [s.recipe.ctor if s.recipe is not None else s.name for s in plan.steps]
+        return [w if w is None else _checked_writer(w, k, writes) for w, k in zip(real(plan, nodes), kinds)]
+
+    monkeypatch.setattr(memplan, "writers", checked)
+    executor.MEMORY.clear()  # cached plans keep layouts made with another test's writers
+    return writes
+
+
+def _checked_writer(write, kind: str, writes: dict[str, int]):  # noqa: ANN001, ANN202
+    """`write` asserting plan_buffers's contract: a fitting C-contiguous buffer no input shares."""
+
+    def run(*args, out: np.ndarray, **attrs):  # noqa: ANN002, ANN003, ANN202
+        assert out.flags.c_contiguous and out.flags.writeable
+        assert not any(isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in args), (
+            f"{kind}: its planned buffer aliases an input it reads"
+        )
+        v = write(*args, out=out, **attrs)
+        assert v is out, f"{kind} did not write into its planned buffer"
+        writes[kind] = writes.get(kind, 0) + 1
+        return v
+
+    return run
 
 
 # -- random programs: each step is an op on the pool (lazy array, NumPy twin) ------------------
@@ -105,32 +135,38 @@ def _check_program(ops: list[tuple], seed: int) -> list[np.ndarray]:
     return got
 
 
-@pytest.mark.parametrize("jit", ["0", "1"])
+def _jit_mode(monkeypatch: pytest.MonkeyPatch, jit: str) -> None:
+    """JIT off ("0"), regions op by op on NumPy at these sizes ("1"), or compiled at every size."""
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0" if jit == "0" else "1")
+    monkeypatch.setenv("LAZYGRAPH_JIT_MIN_SIZE", "0" if jit == "compiled" else "65536")
+
+
+@pytest.mark.parametrize("jit", ["0", "1", "compiled"])
 @settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=1, max_size=14), seed=st.integers(0, 3))
-def test_measured_peak_equals_prediction(metered: None, monkeypatch: pytest.MonkeyPatch, jit: str, ops, seed):
+def test_measured_peak_equals_prediction(metered: dict, monkeypatch: pytest.MonkeyPatch, jit: str, ops, seed):
     """Random programs with views, writes, held and dropped arrays: prediction == measurement."""
-    monkeypatch.setenv("LAZYGRAPH_JIT", jit)
+    _jit_mode(monkeypatch, jit)
     _check_program(ops, seed)
     _check_program(ops, seed)  # again: cache hits, now with the learnt buffer layouts
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("jit", ["0", "1"])
+@pytest.mark.parametrize("jit", ["0", "1", "compiled"])
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=5, max_size=40), seed=st.integers(0, 3))
 def test_measured_peak_equals_prediction_long(
-    metered: None, monkeypatch: pytest.MonkeyPatch, jit: str, ops, seed
+    metered: dict, monkeypatch: pytest.MonkeyPatch, jit: str, ops, seed
 ):
     """The same property on longer programs (the long fuzzing run)."""
-    monkeypatch.setenv("LAZYGRAPH_JIT", jit)
+    _jit_mode(monkeypatch, jit)
     _check_program(ops, seed)
     _check_program(ops, seed)
 
 
 @settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, min_size=1, max_size=14), seed=st.integers(0, 3))
-def test_planner_off_same_values(metered: None, monkeypatch: pytest.MonkeyPatch, ops, seed):
+def test_planner_off_same_values(metered: dict, monkeypatch: pytest.MonkeyPatch, ops, seed):
     """LAZYGRAPH_SCHEDULE=0 (recorded order, no reuse) computes bit-identical values."""
     monkeypatch.setenv("LAZYGRAPH_JIT", "0")
     monkeypatch.setenv("LAZYGRAPH_SCHEDULE", "1")  # the examples share the environment
@@ -159,7 +195,7 @@ class Counter:
         return self.fn(*args, **kwargs)
 
 
-def test_order_chosen_once_and_reused(metered: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_order_chosen_once_and_reused(metered: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """The search runs on the miss; hits run the cached order without searching."""
     monkeypatch.setenv("LAZYGRAPH_JIT", "0")
     search = Counter(memplan.best_order)
@@ -202,7 +238,7 @@ def test_order_survives_disk_cache(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
             assert [s.out for s in e.variants[0].steps] == orders[e.digest]
 
 
-def test_buffers_reused_and_in_place(metered: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_buffers_reused_and_in_place(metered: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """A chain of elementwise ops writes into freed buffers; a dying base takes a write in place."""
     monkeypatch.setenv("LAZYGRAPH_JIT", "0")
     x0 = np.linspace(0, 1, 4096).reshape(64, 64)
@@ -216,6 +252,37 @@ def test_buffers_reused_and_in_place(metered: None, monkeypatch: pytest.MonkeyPa
         np.testing.assert_allclose(float(z.numpy()), _numpy_twin(x0))
     assert stats.buffers_reused > before[0]
     assert stats.inplace_writes > before[1]
+
+
+def _layers(xp, x, w, bias):  # noqa: ANN001, ANN202
+    """Fused elementwise regions between GEMMs (one with a bias and ReLU: a library step)."""
+    a = xp.exp(x * 0.5) * 2.0 + 1.0  # a region
+    m = a @ w  # a plain matmul; a dies here
+    c = (m - 1.0) * m * 0.5  # a region: a's buffer is free
+    d = xp.maximum(c @ w + bias, 0.0)  # matmul + bias + ReLU (library); m's buffer is free
+    e = xp.tanh(d) * 3.0 - d  # a region
+    return (e @ w).sum(axis=0)
+
+
+@pytest.mark.parametrize("jit", ["1", "compiled"])
+def test_jit_regions_and_gemms_take_freed_buffers(metered: dict, monkeypatch: pytest.MonkeyPatch, jit: str):
+    """Region kernels (compiled or op by op), library GEMMs and matmuls write into freed buffers."""
+    _jit_mode(monkeypatch, jit)
+    rng = np.random.default_rng(1)
+    x0, w0 = rng.standard_normal((64, 64)) * 0.1, rng.standard_normal((64, 64)) * 0.1
+    b0 = rng.standard_normal(64) * 0.1
+    want = _layers(np, x0, w0, b0)
+    stats = executor.STATS
+    before = (stats.buffers_reused, stats.peak_mismatches)
+    for _ in range(3):  # a miss learns the layout, the hits follow it
+        x, w, b = lg.asarray(x0), lg.asarray(w0), lg.asarray(b0)
+        np.testing.assert_allclose(_layers(lg, x, w, b).numpy(), want, rtol=1e-10, atol=1e-12)
+    assert stats.peak_mismatches == before[1]
+    assert stats.buffers_reused > before[0]
+    assert {"jit_region", "library", "matmul"} <= set(metered), metered
+    monkeypatch.setenv("LAZYGRAPH_MEASURE", "0")  # the hot path (no metering) follows the layout too
+    x, w, b = lg.asarray(x0), lg.asarray(w0), lg.asarray(b0)
+    np.testing.assert_allclose(_layers(lg, x, w, b).numpy(), want, rtol=1e-10, atol=1e-12)
 
 
 def _numpy_twin(x0: np.ndarray) -> float:
