@@ -503,3 +503,22 @@ def test_max_pool2d_grad_relu_ties_tiled():
     ref = naive_max_pool_grad(g, x, (2, 2), (2, 2), (0, 0), (1, 1))
     np.testing.assert_array_equal(out, ref)
     np.testing.assert_allclose(out.sum(), g.sum(), rtol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(conv_cases(), st.sampled_from([1, 5, 13]))
+def test_conv2d_in_chunks_of_images(case, rows):
+    # The one-group forward streams im2col a few images at a time; tiny chunks (down to one
+    # image per GEMM, and a ragged last chunk) must give the same values.
+    import ops.conv
+
+    x, w, b, attrs, (s, p, d, g) = case
+    x = np.concatenate([x] * 3) if x.shape[0] else x  # several images, an odd count
+    args = (x, w) if b is None else (x, w, b)
+    saved = ops.conv.CHUNK_ROWS
+    ops.conv.CHUNK_ROWS = rows
+    try:
+        out, _ = run("conv2d", *args, **attrs)
+    finally:
+        ops.conv.CHUNK_ROWS = saved
+    np.testing.assert_allclose(out, naive_conv(x, w, b, s, p, d, g), rtol=1e-10, atol=1e-10)
