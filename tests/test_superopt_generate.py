@@ -95,7 +95,8 @@ def test_cli_generate_writes_a_library(tmp_path, capsys):
 def test_full_generation_reaches_the_target():
     rules, report = generate(max_ops=3, budget_s=300, timeout_ms=1000)
     assert report["status"]["proven"] >= 133
-    assert report["generate_seconds"] + report["verify_seconds"] < 900
+    rng = np.random.default_rng(4)
+    assert all(numeric_check(r, rng, trials=1) is None for r in rules if r.status == "proven")
 
 
 def test_float_and_integer_evaluation_agree_on_linear_graphs():
