@@ -4,7 +4,7 @@
 
     lg.superopt.rule(
         lambda x, y, z: (x @ y, x @ z),
-        lambda x, y, z: _split_concat(x, y, z),
+        lambda x, y, z: tuple(lg.split(x @ lg.concat([y, z], axis=1), [y.shape[1]], axis=1)),
         shapes=[(8, 16), (16, 4), (16, 4)],
         name="merge-matmuls",
     )
