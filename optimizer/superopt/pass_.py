@@ -50,12 +50,21 @@ def enabled() -> bool:
     return os.environ.get("LAZYGRAPH_SUPEROPT", "1") != "0"
 
 
+def _number(name: str, default: float) -> float:
+    """A numeric setting; a malformed value means the default (an evaluation never fails on it)."""
+    try:
+        v = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return v if v >= 0 else default
+
+
 def _settings() -> tuple[float, int, str]:
-    env = os.environ
+    cost = os.environ.get("LAZYGRAPH_SUPEROPT_COST", "analytic")
     return (
-        float(env.get("LAZYGRAPH_SUPEROPT_SECONDS", "0.5")),
-        int(env.get("LAZYGRAPH_SUPEROPT_GRAPHS", "100")),
-        env.get("LAZYGRAPH_SUPEROPT_COST", "analytic"),
+        _number("LAZYGRAPH_SUPEROPT_SECONDS", 0.5),
+        int(_number("LAZYGRAPH_SUPEROPT_GRAPHS", 100)),
+        cost if cost in ("analytic", "measured") else "analytic",
     )
 
 
