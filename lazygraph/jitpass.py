@@ -4,7 +4,8 @@ The pass (`jit_fusion`, after CSE; registered on import) mirrors Q as ops nodes,
 jit/fusion.py group them into regions, and replaces each region by New nodes built by the
 `jit_region` constructor: the first output's step runs the region's kernel, and each further
 output is a step that reads its value from the first (so a multi-output region, like the Adam
-update, runs once). The entry's artifacts hold each region's structure as JSON (operators,
+update, runs once). The first output's step takes `out=`: the executor's buffer layout may
+hand it a freed buffer to write into (cache/plan.py). The entry's artifacts hold each region's structure as JSON (operators,
 attributes, dtypes, which dimensions are 1; never sizes), and recipes name it by digest, so a
 cache hit rebuilds the same kernel object (jit.compile_region memoizes by structure) and
 launches compiled code without searching or compiling again.
