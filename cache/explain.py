@@ -24,7 +24,7 @@ def _what(tok: tuple) -> str:
 
 
 def _alias(tok: tuple, i: int) -> str:
-    return f"shares memory with leaf %{tok[4]}" if tok[4] != i else "has its own memory"
+    return f"shares memory with leaf %{tok[-1]}" if tok[-1] != i else "has its own memory"
 
 
 def _ins(tok: tuple) -> str:
@@ -48,6 +48,8 @@ def token_difference(i: int, a: tuple, b: tuple) -> str:
             return f"leaf %{i}: unit/broadcast dimensions {_dims(a[2])} here, {_dims(b[2])} cached"
         if a[3] != b[3]:
             return f"leaf %{i}: device {a[3]} here, {b[3]} cached"
+        if a[4] != b[4]:
+            return f"leaf %{i}: static (model state) {a[4]} here, {b[4]} cached"
         return f"leaf %{i}: aliasing: {_alias(a, i)} here, {_alias(b, i)} cached"
     if a[0] != b[0]:
         return f"node %{i}: op {a[0]} here, {b[0]} cached"

@@ -5,7 +5,7 @@ through unevaluated nodes (inputs before consumers; that order is the schedule t
 node has a token:
 
 - interior node: (op name, dtype, shape class, key form of the attributes, input slots)
-- held buffer:   ("<B>", dtype, shape/stride class, device, first leaf sharing its memory)
+- held buffer:   ("<B>", dtype, shape/stride class, device, static, first leaf sharing its memory)
 - Python scalar: ("<S>", Python type)
 
 The shape class keeps the rank and which extents are 0 or 1 (and, for buffers, which
@@ -116,9 +116,14 @@ def _interior_id(node: Node) -> int:
 
 
 def _leaf_id(node: Node, buf: Any) -> int:
-    """Interned id of a held buffer's local token: dtype, unit and stride-0 axes, device."""
+    """Interned id of a held buffer's local token: dtype, unit and stride-0 axes, device, static.
+
+    Static (model state: parameters, module buffers) is structure: which leaves the fold pass
+    may memoize on, so it decides the optimized graph and belongs in the key.
+    """
+    static = node.static
     if type(buf) is np.ndarray:
-        mk = (node.dtype, buf.shape, buf.strides)
+        mk = (node.dtype, buf.shape, buf.strides, static)
         i = _leaf_memo.get(mk)
         if i is None:
             if len(_leaf_memo) > 100_000:
@@ -126,10 +131,10 @@ def _leaf_id(node: Node, buf: Any) -> int:
             cls = shape_class(buf.shape)
             if 2 in cls and 0 in buf.strides:  # 3: a broadcast axis, one element read many times
                 cls = tuple(3 if c == 2 and s == 0 else c for c, s in zip(cls, buf.strides))
-            i = _leaf_memo[mk] = intern((LEAF_BUFFER, dtype_str(node.dtype), cls, "cpu"))
+            i = _leaf_memo[mk] = intern((LEAF_BUFFER, dtype_str(node.dtype), cls, "cpu", static))
         return i
     device = type(buf).__module__ + "." + type(buf).__name__  # a device array: its type is structure
-    return intern((LEAF_BUFFER, dtype_str(node.dtype), shape_class(node.shape), device))
+    return intern((LEAF_BUFFER, dtype_str(node.dtype), shape_class(node.shape), device, static))
 
 
 def _memory_root(buf: Any) -> Any:
@@ -234,7 +239,7 @@ def walk(roots: Sequence[Node]) -> Walk:
             append(i)
             return
         if type(buf) is np.ndarray:
-            i = leaf_memo_get((node.dtype, buf.shape, buf.strides))
+            i = leaf_memo_get((node.dtype, buf.shape, buf.strides, node.static))
             base = buf.base
             root = buf if base is None else _memory_root(base)
         else:

@@ -19,7 +19,7 @@ from lazygraph import methods as _methods  # noqa: F401  (installs Array operato
 from lazygraph import random
 from lazygraph.api import *  # noqa: F403
 from lazygraph.api import eval, explain, to_dot  # noqa: F401
-from lazygraph.array import Array  # noqa: F401
+from lazygraph.array import Array, mark_static  # noqa: F401
 from lazygraph.creation import (  # noqa: F401
     arange,
     empty,

@@ -30,12 +30,13 @@ ASSIGN = REGISTRY["assign"]
 class Storage:
     """The buffer several views share; `node` is its current value."""
 
-    __slots__ = ("node", "requires_grad", "grad", "__weakref__")
+    __slots__ = ("node", "requires_grad", "static", "grad", "__weakref__")
 
     def __init__(self, node: Node) -> None:
         node.users += 1
         self.node = node
         self.requires_grad = False  # a leaf of differentiation (a parameter)
+        self.static = False  # model state: every value it holds is marked static (see mark_static)
         self.grad: Array | None = None
 
     def set(self, node: Node) -> None:
@@ -45,6 +46,8 @@ class Storage:
         self.node = node
         if self.requires_grad:
             mark_leaf(self, node)
+        elif self.static:
+            node.static = True
 
     def __del__(self) -> None:
         try:
@@ -61,6 +64,7 @@ def mark_leaf(storage: Storage, node: Node) -> None:
     """Make `node` a leaf of differentiation owned by `storage` (a parameter's value)."""
     node.requires_grad = True
     node.grad_leaf = True
+    node.static = True  # a parameter's value is model state (the fold pass memoizes on it)
     LEAF_OWNERS[node] = weakref.ref(storage)
 
 
@@ -121,6 +125,13 @@ def from_node(node: Node) -> Array:
     return Array(Storage(node))
 
 
+def mark_static(x: Array, flag: bool = True) -> Array:
+    """Mark x's buffer as model state (weights loaded as plain arrays) so folding memoizes on it."""
+    if not isinstance(x, Array):
+        raise TypeError(f"mark_static: expected a lazygraph Array, got {type(x).__name__}")
+    return x.static_(flag)
+
+
 class Array:
     """A lazily evaluated n-dimensional array with NumPy semantics."""
 
@@ -151,6 +162,7 @@ class Array:
                 # Views of evaluated buffers cost nothing: realize them immediately.
                 buf = materialize(base.buffer, view)
                 node = Node(BUFFER, (), {}, view.shape, base.dtype, buffer=buf)
+                node.static = base.static  # w.T of frozen weights is model state too
             else:
                 node = Node(VIEW, (base,), {"view": view}, view.shape, base.dtype)
                 node.requires_grad = base.requires_grad
@@ -203,6 +215,35 @@ class Array:
 
     def _derive(self, view: View, readonly: bool = False) -> Array:
         return Array(self._storage, view, self._readonly or readonly)
+
+    @property
+    def is_static(self) -> bool:
+        """Whether this array's buffer is model state (a parameter, a module buffer, mark_static)."""
+        return self._storage.static or self._storage.requires_grad
+
+    def static_(self, flag: bool = True) -> Array:
+        """Mark (or unmark) the whole buffer as model state in place and return the array.
+
+        Static buffers are read far more often than written (inference or frozen weights,
+        embedding tables): the fold pass memoizes what is computed from them alone, and a
+        write makes the next evaluation recompute. A buffer that requires grad is always static.
+        """
+        storage = self._storage
+        if bool(flag) == storage.static:
+            return self
+        storage.static = bool(flag)
+        if storage.requires_grad:
+            return self  # its values are grad leaves, marked static already
+        node = storage.node
+        # A fresh node carries the mark, so other arrays holding the old value are unaffected.
+        if node.buffer is not None and not node.requires_grad:
+            fresh = Node(BUFFER, (), {}, node.shape, node.dtype, buffer=node.buffer)
+        else:
+            fresh = Node(VIEW, (node,), {"view": contiguous(node.shape)}, node.shape, node.dtype)
+            fresh.requires_grad = node.requires_grad
+        fresh.static = bool(flag)
+        storage.set(fresh)
+        return self
 
     # -- evaluation points -------------------------------------------------------------
 

@@ -27,6 +27,7 @@ class Node:
         "users",
         "requires_grad",
         "grad_leaf",
+        "static",
         "__weakref__",
     )
 
@@ -51,6 +52,9 @@ class Node:
         # node's history for a later backward); a grad leaf is where differentiation stops.
         self.requires_grad = False
         self.grad_leaf = False
+        # Model state (a parameter, a module buffer, an array marked with lg.mark_static): held
+        # across evaluations and rarely written, so the fold pass memoizes what depends on it.
+        self.static = False
 
     @property
     def ndim(self) -> int:

@@ -64,11 +64,12 @@ if "memo" not in REGISTRY:
 
 
 def _constant_nodes(g: Graph) -> set[int]:
-    """Ids of the nodes whose value depends only on literals and parameters."""
+    """Ids of the nodes whose value depends only on literals and static buffers (model state)."""
     const: set[int] = set()
+    tokens = g.tokens
     for n in g.nodes:
         if n.leaf:
-            if n.scalar or g.pnodes[n.src].requires_grad:
+            if n.scalar or tokens[n.src][4] is True:  # the key's static flag: decided by structure
                 const.add(id(n))
         elif n.op is not None and n.op.name != "memo" and (n.recipe is None or n.recipe.ctor == "op"):
             if all(id(c) in const for c in n.inputs):
@@ -150,11 +151,30 @@ def fold(g: Graph) -> bool:
     return True
 
 
+def _memory_root(v: np.ndarray) -> np.ndarray:
+    """The array owning v's memory (NumPy views chain through `.base`)."""
+    while isinstance(v.base, np.ndarray):
+        v = v.base
+    return v
+
+
 def _input_key(v: Any) -> tuple:
-    """What identifies an input's value: a scalar's value, a buffer's identity (its version)."""
+    """What identifies an input's value: a scalar's value, a buffer's identity (its version).
+
+    A view (`w.T` of evaluated weights is a fresh NumPy view per recording) is its memory's
+    owner plus the window onto it, so the same window of the same version still hits.
+    """
     if isinstance(v, np.ndarray):
-        return ("b", id(v))
+        if v.base is None:
+            return ("b", id(v))
+        root = _memory_root(v)
+        return ("v", id(root), v.__array_interface__["data"][0], v.shape, v.strides)
     return ("s", canon(v))
+
+
+def _owners(inputs: tuple) -> list:
+    """The objects whose identity the key holds: each array input's memory owner."""
+    return [_memory_root(v) for v in inputs if isinstance(v, np.ndarray)]
 
 
 def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
@@ -171,7 +191,7 @@ def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
             key = None
         if key is not None and key == state["key"]:
             refs = state["refs"]
-            if all(r() is v for r, v in zip(refs, [v for v in inputs if isinstance(v, np.ndarray)])):
+            if all(r() is v for r, v in zip(refs, _owners(inputs))):
                 state["hits"] += 1
                 MEMO_STATS["hits"] += 1
                 return state["value"]
@@ -189,7 +209,7 @@ def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
                 value = value.copy() if value.base is not None else value
                 value.flags.writeable = False  # shared across evaluations: never written
             state["key"] = key
-            state["refs"] = tuple(weakref.ref(v) for v in inputs if isinstance(v, np.ndarray))
+            state["refs"] = tuple(weakref.ref(v) for v in _owners(inputs))
             state["value"] = value
             MEMO_STATS["stored"] += 1
         else:

@@ -1,6 +1,8 @@
 """`Module` and `Parameter`: the containers models are built from (PyTorch's interface).
 
-A `Parameter` is an `Array` that requires grad; a `Module` keeps its parameters, buffers and
+A `Parameter` is an `Array` that requires grad; parameters (frozen ones too) and registered
+buffers are static (model state, `Array.static_`): the fold pass memoizes what is computed from
+them alone until one is written. A `Module` keeps its parameters, buffers and
 sub-modules in registration order so `named_parameters()` and `state_dict()` keys are stable
 (`"0.weight"`, `"features.3.bias"`). `state_dict()` evaluates every entry in one graph;
 `save`/`load` use `.npz` files (no pickle, written atomically).
@@ -24,7 +26,7 @@ from ops.fileio import atomic_write
 
 
 class Parameter(Array):
-    """An array that is a trainable leaf: it requires grad and accumulates `.grad`."""
+    """An array that is a trainable leaf: it requires grad and accumulates `.grad`; always static."""
 
     __slots__ = ()
 
@@ -37,6 +39,7 @@ class Parameter(Array):
                 arr = arr.astype(np.float32)
             node = constant(arr)
         super().__init__(Storage(node))
+        self.static_()  # model state even when frozen (requires_grad=False, fine-tuning)
         if requires_grad:
             self.requires_grad = True
 
@@ -92,7 +95,7 @@ class Module:
         if buffers is not None and name in buffers:
             if value is not None and not isinstance(value, Array):
                 raise TypeError(f"{type(self).__name__}: buffer {name!r} must be an Array or None")
-            buffers[name] = value
+            buffers[name] = value if value is None else value.static_()
             return
         modules = self.__dict__.get("_modules")
         if modules is not None and name in modules:
@@ -132,13 +135,17 @@ class Module:
         params[name] = param
 
     def register_buffer(self, name: str, value: Array | None, persistent: bool = True) -> None:
-        """Add non-trainable state (running statistics) saved in the state dict when persistent."""
+        """Add non-trainable state (running statistics) saved in the state dict when persistent.
+
+        The buffer is marked static (model state) whether or not it is persistent, which is
+        only about the state dict: what is computed from it alone is memoized until it is written.
+        """
         if value is not None and not isinstance(value, Array):
             raise TypeError(f"register_buffer: {name!r} must be an Array or None")
         params, buffers, modules = self._registries()
         params.pop(name, None)
         modules.pop(name, None)
-        buffers[name] = value
+        buffers[name] = value if value is None else value.static_()
         if persistent:
             self.__dict__["_non_persistent"].discard(name)
         else:
