@@ -151,11 +151,13 @@ def fold(g: Graph) -> bool:
     return True
 
 
-def _memory_root(v: np.ndarray) -> np.ndarray:
-    """The array owning v's memory (NumPy views chain through `.base`)."""
-    while isinstance(v.base, np.ndarray):
-        v = v.base
-    return v
+def _memory_root(v: Any) -> Any:
+    """The object owning v's memory (views chain through `.base`, as_strided's through a holder)."""
+    while True:
+        base = getattr(v, "base", None)
+        if base is None:
+            return v
+        v = base
 
 
 def _input_key(v: Any) -> tuple:
@@ -208,8 +210,13 @@ def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
             if value.flags.writeable:
                 value = value.copy() if value.base is not None else value
                 value.flags.writeable = False  # shared across evaluations: never written
+            try:
+                refs = tuple(weakref.ref(v) for v in _owners(inputs))
+            except TypeError:  # memory owned by an object without weak references: not kept
+                key = None
+        if key is not None and retain:
             state["key"] = key
-            state["refs"] = tuple(weakref.ref(v) for v in _owners(inputs))
+            state["refs"] = refs
             state["value"] = value
             MEMO_STATS["stored"] += 1
         else:
