@@ -1,25 +1,31 @@
 """Constant folding and memoized constants: the `fold` pass and its `memo` steps.
 
 A node is constant when everything it reads is a Python scalar, an input-less creation op
-(full, arange, eye, linspace) or a parameter buffer (a leaf of differentiation: the weights
-a model holds, which inference and frozen layers never write). The pass replaces each
-maximal constant subgraph that feeds non-constant work (or is requested) by one `memo`
-step that runs the subgraph's reference kernels and remembers the result with the key it
-was computed for: the scalars' values, the recovered attributes (sizes) and each buffer's
-version.
+(full, arange, eye, linspace) or a static buffer: model state, which inference and frozen
+layers read far more often than they write. Static is a storage mark carried by each value
+the storage holds (`Node.static`) and written into the leaf's key token, so which leaves are
+constant is structure, decided once per cached transformation: parameters (trainable or
+frozen), module buffers (`register_buffer`), grad leaves and arrays marked with
+`lg.mark_static`. A data batch is a new, unmarked buffer each step and is never folded (its
+forward pass stays in fusion and library steps). The pass replaces each maximal constant
+subgraph that feeds non-constant work (or is requested) by one `memo` step that runs the
+subgraph's reference kernels and remembers the result with the key it was computed for: the
+scalars' values, the recovered attributes (sizes) and each buffer's version. It runs after
+the superoptimizer, so weights it concatenates are one such subgraph.
 
-Versions: lazygraph never writes a buffer in place. A write to an array (`w -= lr * g`,
-`w[...] = v`) records a new value, which evaluation realizes as a new read-only buffer, so
-a buffer object is one version of its storage; the memo holds a weak reference to each
-input buffer, and a value is reused only while every input is that very object. Scalars
-are data, not structure: the same cached Q serves `x * 2` and `x * 3`, the key holds the
-value. Literal-only subgraphs are therefore computed once (the first time those literals
-are seen) rather than per evaluation, without guards that would make a new cache variant
-per value.
+Versions: lazygraph never writes a held buffer in place. A write to an array (`w -= lr * g`,
+`w[...] = v`, `w += 1`, `out=`) records a new value, which evaluation realizes as a new
+read-only buffer, so a buffer object is one version of its storage; the memo holds a weak
+reference to each input's memory owner (a view, such as `w.T` of evaluated weights, counts as
+its owner plus its window), and a value is reused only while every input is that very object.
+Scalars are data, not structure: the same cached Q serves `x * 2` and `x * 3`, the key holds
+the value. Literal-only subgraphs are therefore computed once (the first time those literals
+are seen) rather than per evaluation, without guards that would make a new cache variant per
+value.
 
-Parameters that change every step (training) miss every time: after a few misses with no
-hit, a memo step stops retaining values (it retries now and then), so training pays no
-memory for it.
+Static buffers written every step (trained parameters, BatchNorm's running statistics,
+optimizer state) miss every time: after a few misses with no hit, a memo step stops retaining
+values (it retries now and then), so training pays no memory for it.
 """
 
 from __future__ import annotations
