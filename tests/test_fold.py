@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import lazygraph as lg
 import optimizer
@@ -375,3 +377,24 @@ def test_superoptimizer_concatenated_weights_are_folded(monkeypatch):
         xn = rng.standard_normal((4, 16)).astype(np.float32)
         np.testing.assert_allclose(model(xn).numpy(), np.tanh(xn @ w1n) * (xn @ w2n), rtol=1e-4, atol=1e-5)
         assert counts()[1] - m0 == 2
+
+
+@given(
+    kind=st.sampled_from(["frozen", "marked", "buffer"]),
+    rows=st.integers(1, 4),
+    cols=st.integers(1, 4),
+    steps=st.lists(st.sampled_from(["eval", "eval", *WRITES]), min_size=1, max_size=8),
+    seed=st.integers(0, 2**16),
+)
+def test_random_writes_and_evaluations_match_numpy(kind, rows, cols, steps, seed):
+    rng = np.random.default_rng(seed)
+    wn = rng.standard_normal((rows, cols))
+    w = MAKERS[kind](wn)
+    for step in steps:
+        if step == "eval":
+            xn = rng.standard_normal((cols, 2))
+            y = (lg.exp(w * 0.5) + w.sum(axis=0)) @ lg.asarray(xn)
+            np.testing.assert_allclose(y.numpy(), (np.exp(wn * 0.5) + wn.sum(axis=0)) @ xn, rtol=1e-12)
+        elif step != "setitem_index" or (rows > 1 and cols > 2):
+            wn = _write(step, w, wn)
+    np.testing.assert_allclose(w.numpy(), wn, rtol=1e-12)
