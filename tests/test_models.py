@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
+from optimizer.superopt import pass_
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 from models import MODELS, PUBLISHED  # noqa: E402
@@ -31,6 +32,9 @@ def uncached(monkeypatch):
     """Every evaluation optimizes afresh (the superopt setting changes between evaluations)."""
     monkeypatch.setenv("LAZYGRAPH_CACHE", "0")
     monkeypatch.delenv("LAZYGRAPH_SUPEROPT", raising=False)
+    errors = pass_.COUNTS["errors"]
+    yield
+    assert pass_.COUNTS["errors"] == errors, pass_.LAST.get("error")  # the pass hides its failures
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))

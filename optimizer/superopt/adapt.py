@@ -106,7 +106,7 @@ def raise_node(sg: SGraph, i: int) -> list[tuple[str, tuple, tuple[int, ...], in
             out.append(("split", (a["axis"],), ins, 0))
         if a["stop"] == full:
             out.append(("split", (a["axis"],), ins, 1))
-    elif n.op == "view" and len(n.shape) >= 2:
+    elif n.op == "view" and len(n.shape) >= 2 and len(sg.nodes[ins[0]].shape) == len(n.shape):
         base = sg.nodes[ins[0]].shape
         v = a["view"]
         st, sh = list(c_strides(base)), list(base)

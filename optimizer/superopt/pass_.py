@@ -41,8 +41,8 @@ from optimizer.superopt.search import SearchResult, staged_search
 PRIORITY = 175  # after CSE (200), before constant folding (150): folding sees merged weights
 #: what the last run of the pass did (for lg.explain-style reports and tests)
 LAST: dict[str, Any] = {}
-#: searches run in this process (a cache hit runs none)
-COUNTS = {"searches": 0, "rewrites": 0}
+#: searches run in this process (a cache hit runs none), rewrites emitted, searches that failed
+COUNTS = {"searches": 0, "rewrites": 0, "errors": 0}
 
 
 def enabled() -> bool:
@@ -244,8 +244,14 @@ def optimize_graph(g: Graph, seconds: float, graphs: int, cost: str) -> SearchRe
     sg, qnodes = to_sgraph(g)
     origin = {i: n.src for i, n in sg.nodes.items()}
     COUNTS["searches"] += 1
-    result = staged_search(sg, stages(), CostModel(cost), max_graphs=graphs, seconds=seconds)
     LAST.clear()
+    try:
+        result = staged_search(sg, stages(), CostModel(cost), max_graphs=graphs, seconds=seconds)
+    except Exception as e:  # noqa: BLE001  (a search bug must not fail the user's evaluation)
+        # the search works on its own copy: Q is untouched, the graph runs unoptimized
+        COUNTS["errors"] += 1
+        LAST["error"] = f"{type(e).__name__}: {e}"
+        return SearchResult(sg, 0.0, 0.0)
     LAST.update(
         start=result.start_cost,
         cost=result.cost,
