@@ -12,7 +12,7 @@ import lazygraph as lg
 from optimizer.__main__ import main
 from optimizer.superopt.axioms import AXIOMS, _ax, check_axiom
 from optimizer.superopt.rulefile import USER_RULES, proven_rules, write_rules
-from optimizer.superopt.verify import redundant_axioms, rule_from_pair, verify_rule
+from optimizer.superopt.verify import redundant_axioms, rule_from_pair, verify_rule, z3_status
 
 
 def test_every_axiom_holds_numerically_on_several_shapes():
@@ -73,6 +73,15 @@ def test_verifier_proves_refutes_and_leaves_unknown():
     # true at these shapes, but not derivable from the axioms (ones of another tensor): never proven
     odd = rule_from_pair("ones-other", ["(mul ?x (ones ?y))"], ["?x"], [{"?x": (3, 3), "?y": (3, 3)}])
     assert verify_rule(odd, timeout_ms=300).status == "unknown"
+
+
+def test_scalar_axioms_say_nothing_about_tensors():
+    """Scalars have their own z3 sort: commutativity of scalar products must not make matmul commute."""
+    shapes = [{"?x": (3, 3), "?s": (), "?y": (3, 3)}]
+    wrong = rule_from_pair("w", ["(matmul ?y (smul ?x ?s))"], ["(smul (matmul ?x ?y) ?s)"], shapes)
+    assert z3_status(wrong, timeout_ms=1000)[0] != "proven"
+    right = rule_from_pair("r", ["(matmul ?y (smul ?x ?s))"], ["(smul (matmul ?y ?x) ?s)"], shapes)
+    assert z3_status(right, timeout_ms=1000)[0] == "proven"
 
 
 def test_grouped_convolutions_keep_their_group_condition():

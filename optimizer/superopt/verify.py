@@ -1,6 +1,7 @@
 """The verifier: numeric check first, then a z3 proof of source == target against the axioms.
 
-Tensors are one uninterpreted sort `T`; each operator output is an uninterpreted function
+Tensors are one uninterpreted sort `T` (scalar inputs another, `S`, so that an axiom about
+scalars says nothing about tensors); each operator output is an uninterpreted function
 (`split0`, `split1` for the two outputs of split), taking its parameters as integer arguments
 first (words as in `opset.WORDS`; conv2d also takes its group count). Axioms are universally
 quantified, with each side that mentions every variable as an E-matching trigger. A rule is
@@ -25,19 +26,32 @@ from optimizer.superopt.rulefile import SuperRule
 from optimizer.superopt.term import TermGraph, parse_terms
 
 T = z3.DeclareSort("T")
+S = z3.DeclareSort("S")  # scalars (0-d inputs): a sort of their own, so scalar-only axioms stay typed
 _FUNCS: dict[str, z3.FuncDeclRef] = {}
 
 
-def symbol(op: str, out: int = 0) -> z3.FuncDeclRef:
-    """The z3 function of an operator's output."""
+def symbol(op: str, out: int = 0, sorts: tuple = ()) -> z3.FuncDeclRef:
+    """The z3 function of an operator's output (for these argument sorts: smul takes a
+    tensor or a scalar first)."""
     spec = OPS[op]
     name = spec.out_names[out] if spec.n_out > 1 else op
+    arg_sorts = [S if spec.arg_kind(k) == "scalar" else T for k in range(spec.arity)]
+    if spec.kinds and "any" in spec.kinds and sorts:
+        arg_sorts = [S if spec.arg_kind(k) == "scalar" else sorts[k] for k in range(spec.arity)]
+    result = S if arg_sorts and all(a == S for a in arg_sorts) else T
+    if result == S:
+        name += "_s"
     f = _FUNCS.get(name)
     if f is None:
         n_int = len(spec.params) + (1 if op == "conv2d" else 0)
-        f = z3.Function(name, *([z3.IntSort()] * n_int + [T] * spec.arity + [T]))
+        f = z3.Function(name, *([z3.IntSort()] * n_int + arg_sorts + [result]))
         _FUNCS[name] = f
     return f
+
+
+def tensor_var(name: str, rank: int) -> z3.ExprRef:
+    """A z3 constant for an input: sort S for a scalar (rank 0), T otherwise."""
+    return z3.Const(name, S if rank == 0 else T)
 
 
 def _param(p: Any, env: dict[str, Any]) -> z3.ArithRef:
@@ -57,7 +71,7 @@ def encode_sexpr(e: SExpr, env: dict[str, Any], groups: z3.ArithRef) -> z3.ExprR
     k = len(spec.params)
     ints = [_param(p, env) for p in e[1 : 1 + k]] + ([groups] if name == "conv2d" else [])
     args = [encode_sexpr(a, env, groups) for a in e[1 + k :]]
-    return symbol(name, out)(*ints, *args)
+    return symbol(name, out, tuple(a.sort() for a in args))(*ints, *args)
 
 
 def encode_graph(g: TermGraph, types: list, env: dict[str, z3.ExprRef]) -> list[z3.ExprRef]:
@@ -71,13 +85,14 @@ def encode_graph(g: TermGraph, types: list, env: dict[str, z3.ExprRef]) -> list[
         ins = [types[i][k] for i, k in n.args]
         ints = [z3.IntVal(v) for v in spec.z3_extra(n.params, ins)]
         args = [made[i][k] for i, k in n.args]
-        made.append([symbol(n.op, k)(*ints, *args) for k in range(spec.n_out)])
+        sorts = tuple(a.sort() for a in args)
+        made.append([symbol(n.op, k, sorts)(*ints, *args) for k in range(spec.n_out)])
     return [made[i][k] for i, k in g.outputs]
 
 
 def axiom_formula(ax: Axiom) -> z3.BoolRef:
     """The axiom as a quantified z3 formula with triggers."""
-    env: dict[str, Any] = {v: z3.Const(f"{ax.name}{v}", T) for v in ax.vars}
+    env: dict[str, Any] = {v: tensor_var(f"{ax.name}{v}", r) for v, r in ax.vars.items()}
     env.update({p: z3.Int(f"{ax.name}{p}") for p in ax.params})
     groups = z3.IntVal(ax.groups) if ax.groups is not None else z3.Int(f"{ax.name}?g")
     lhs, rhs = encode_sexpr(parse(ax.lhs), env, groups), encode_sexpr(parse(ax.rhs), env, groups)
@@ -191,7 +206,8 @@ def z3_status(
     types = g.types(rule.shapes[0])
     if types is None:
         return "unknown", []
-    env = {v: z3.Const(v, T) for v in g.variables}
+    first = rule.shapes[0]
+    env = {v: tensor_var(v, len(first[v])) for v in g.variables}
     outs = encode_graph(g, types, env)
     n = len(rule.source)
     return prove_equal(outs[:n], outs[n:], timeout_ms, axioms)
@@ -214,7 +230,7 @@ def redundant_axioms(timeout_ms: int = 1000, axioms: list[Axiom] | None = None) 
     out = []
     for ax in axs:
         others = [a for a in axs if a is not ax]
-        env: dict[str, Any] = {v: z3.Const(f"sk{v}", T) for v in ax.vars}
+        env: dict[str, Any] = {v: tensor_var(f"sk{v}", r) for v, r in ax.vars.items()}
         env.update({p: z3.Int(f"sk{p}") for p in ax.params})
         groups = z3.IntVal(ax.groups) if ax.groups is not None else z3.Int("sk?g")
         lhs, rhs = encode_sexpr(parse(ax.lhs), env, groups), encode_sexpr(parse(ax.rhs), env, groups)
