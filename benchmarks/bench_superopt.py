@@ -3,6 +3,7 @@
     python benchmarks/bench_superopt.py            # full sizes (several minutes on 2 cores)
     python benchmarks/bench_superopt.py --quick    # small models, small budgets: under a minute
     python benchmarks/bench_superopt.py --generate # also regenerate + verify the library here
+    python benchmarks/bench_superopt.py --blas-threads 1   # single-threaded GEMMs (see --help)
 
 Part 1, the library: rules by status in optimizer/superopt/rules.json and the generation and
 verification times recorded in it by `python -m optimizer generate` (or, with --generate,
@@ -24,6 +25,11 @@ import os
 import statistics
 import sys
 import time
+
+if "--blas-threads" in sys.argv[:-1]:  # must be set before NumPy loads its BLAS
+    _n = sys.argv[sys.argv.index("--blas-threads") + 1]
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = _n
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -48,12 +54,12 @@ ANCHORS = {
 QUICK_SCALE = {
     "bert": 0.25,
     "nasrnn": 0.5,
-    "resnext50": 0.25,
-    "squeezenet": 0.5,
-    "inception_v3": 0.35,
-    "resnet50": 0.25,
-    "vgg19": 0.25,
-    "nasnet_a": 0.3,
+    "resnext50": 0.2,
+    "squeezenet": 0.4,
+    "inception_v3": 0.27,
+    "resnet50": 0.2,
+    "vgg19": 0.2,
+    "nasnet_a": 0.25,
 }
 
 
@@ -163,7 +169,7 @@ def run_plan(plan: object, name: str, scale: float, base: object) -> tuple[float
 
 def model_part(names: list[str], quick: bool, reps: int, seconds: float, graphs: int, cost: str) -> dict:
     """Search results and measured speedups per model (CPU x: ratio of medians; min x: of minima)."""
-    window = 1.0 if quick else 4.0
+    window = 0.5 if quick else 4.0
     import numpy as np
 
     os.environ["LAZYGRAPH_SUPEROPT_SECONDS"] = str(seconds)
@@ -236,12 +242,19 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=None, help="search budget per model")
     ap.add_argument("--graphs", type=int, default=None, help="graphs explored per model at most")
     ap.add_argument("--cost", choices=["analytic", "measured"], default=None)
+    ap.add_argument(
+        "--blas-threads",
+        type=int,
+        default=None,
+        help="BLAS threads (on a loaded machine a multi-threaded GEMM waits for a descheduled thread)",
+    )
     a = ap.parse_args()
-    reps = a.reps or (5 if a.quick else 7)
-    seconds = a.seconds or (2.0 if a.quick else 20.0)
+    reps = a.reps or (3 if a.quick else 7)
+    seconds = a.seconds or (1.5 if a.quick else 20.0)
     graphs = a.graphs or (40 if a.quick else 400)
     cost = a.cost or "analytic"
-    print(f"bench_superopt: {os.cpu_count()} cores (shared machine: timings are noisy)")
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    print(f"bench_superopt: {os.cpu_count()} cores, BLAS threads {blas} (shared machine: timings are noisy)")
     library_part(a.generate, a.quick)
     res = model_part(a.models, a.quick, reps, seconds, graphs, cost)
     cpu = [r["cpu"] for r in res.values()]
