@@ -2,6 +2,7 @@
 
     python3 benchmarks/bench_memory.py --quick   # batch 64, 4 timed steps (under a minute)
     python3 benchmarks/bench_memory.py           # batch 256, 8 timed steps
+    python3 benchmarks/bench_memory.py --hot [--quick]   # unmetered step time: reuse by kind
 
 The Dali CNN (benchmarks/bench_cache.py) trained with SGD + momentum; every evaluation is
 metered (LAZYGRAPH_MEASURE=1): per training step, the planner's predicted peak and the measured
@@ -11,6 +12,12 @@ and off (LAZYGRAPH_SCHEDULE=0: recorded order, no reuse), and the step time in e
 The peer, measured in the same run: the same step written by hand in NumPy
 (benchmarks/numpy_models.py), its peak bytes allocated during the step from tracemalloc
 (NumPy reports its buffers there). The last lines read `result: <metric> = <number>`.
+
+`--hot` times the unmetered step (the hot path) in one process, alternating blocks of steps
+between the executor's full buffer layout and one where only ufunc steps write into freed
+buffers (JIT regions, library GEMMs and matmuls allocate, as before they took buffers):
+median wall and CPU time per step and minor page faults, so a shared machine's load drifts
+over both settings alike.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -106,11 +114,83 @@ def run_numpy(data: list, warmup: int) -> float:
     return statistics.median(peaks)
 
 
+def run_hot(data: list, blocks: int) -> dict[str, dict[str, float]]:
+    """Unmetered steps, alternating blocks: full layout vs ufunc-only reuse (medians per step)."""
+    from lazygraph import memplan
+    from ops.elementwise import Elementwise
+
+    real = memplan.writers
+
+    def ufuncs_only(plan: Any, nodes: list) -> list:
+        return [
+            w if isinstance(getattr(w, "__self__", None), Elementwise) else None for w in real(plan, nodes)
+        ]
+
+    os.environ["LAZYGRAPH_MEASURE"] = "0"
+    lg.manual_seed(0)
+    model = dali_cnn()
+    opt = lg.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    samples: dict[str, list[tuple[float, float, int]]] = {"all": [], "ufuncs only": []}
+    try:
+        for _ in range(blocks):
+            for name, writers in (("all", real), ("ufuncs only", ufuncs_only)):
+                memplan.writers = writers
+                executor.MEMORY.clear()  # layouts are learnt anew with these writers
+                for i, (x, y) in enumerate(data):
+                    r0, c0, t0 = (
+                        resource.getrusage(resource.RUSAGE_SELF).ru_minflt,
+                        time.process_time(),
+                        time.perf_counter(),
+                    )
+                    loss = nn.functional.cross_entropy(model(lg.asarray(x)), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    float(loss)
+                    t1, c1 = time.perf_counter(), time.process_time()
+                    if i >= 2:  # a miss, then the metered run that learns the layout
+                        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - r0
+                        samples[name].append((t1 - t0, c1 - c0, faults))
+    finally:
+        memplan.writers = real
+    return {
+        k: {
+            "wall_ms": statistics.median(s[0] for s in v) * 1e3,
+            "cpu_ms": statistics.median(s[1] for s in v) * 1e3,
+            "faults": statistics.median(s[2] for s in v),
+        }
+        for k, v in samples.items()
+    }
+
+
+def main_hot(batch: int, steps: int, blocks: int) -> int:
+    """Print the hot-path comparison and its result lines."""
+    print(
+        f"MNIST training step, batch {batch}, unmetered: {blocks} blocks of {steps} timed steps per setting"
+    )
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared)")
+    r = run_hot(mnist_batches(batch, steps + 2), blocks)
+    print(f"{'writes into freed buffers':28}{'wall ms':>10}{'cpu ms':>10}{'faults':>10}")
+    for name, v in r.items():
+        print(f"{name:28}{v['wall_ms']:10.1f}{v['cpu_ms']:10.1f}{v['faults']:10.0f}")
+    a, u = r["all"], r["ufuncs only"]
+    print(f"result: hot_step_cpu_ms_all = {a['cpu_ms']:.1f}")
+    print(f"result: hot_step_cpu_ms_ufuncs_only = {u['cpu_ms']:.1f}")
+    print(f"result: hot_step_cpu_all_over_ufuncs_only = {a['cpu_ms'] / u['cpu_ms']:.3f}")
+    print(f"result: hot_step_faults_all = {a['faults']:.0f}")
+    print(f"result: hot_step_faults_ufuncs_only = {u['faults']:.0f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table and the result lines."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="batch 64, 4 timed steps")
+    ap.add_argument("--hot", action="store_true", help="unmetered step time, full layout vs ufunc-only reuse")
     args = ap.parse_args(argv)
+    os.environ.setdefault("LAZYGRAPH_CACHE", "memory")
+    if args.hot:
+        return main_hot(*((64, 6, 6) if args.quick else (256, 6, 3)))
     batch, steps, warmup = (64, 4, 2) if args.quick else (256, 8, 2)
     os.environ["LAZYGRAPH_MEASURE"] = "1"
     os.environ.setdefault("LAZYGRAPH_CACHE", "memory")
