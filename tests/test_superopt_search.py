@@ -253,6 +253,26 @@ def test_pass_rewrites_once_per_structure_and_keeps_values() -> None:
     assert lg.cache.stats()["hits"] >= 1
 
 
+def test_frozen_and_marked_weights_merge_like_parameters() -> None:
+    """Weights are told from inputs by the key's static flag, not by requires_grad."""
+    rng = np.random.default_rng(7)
+    for n, make in ((256, lambda: param(rng, 256, 256).requires_grad_(False)), (192, None)):
+        x = lg.asarray(rng.standard_normal((16, n)).astype(np.float32))
+        if make is None:
+            ws = [
+                lg.mark_static(lg.asarray(rng.standard_normal((n, n)).astype(np.float32))) for _ in range(3)
+            ]
+        else:
+            ws = [make() for _ in range(3)]
+        searches = pass_.COUNTS["searches"]
+        got = attention(x, ws).numpy()
+        xn, wn = x.numpy(), [w.numpy() for w in ws]
+        want = ((xn @ wn[0]) @ (xn @ wn[1]).T) @ (xn @ wn[2])
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * np.abs(want).max())
+        assert pass_.COUNTS["searches"] == searches + 1
+        assert pass_.LAST["rules"].get("merge-matmul", 0) >= 1
+
+
 def test_pass_result_survives_the_disk_cache() -> None:
     x, ws = attention_inputs(2)
     first = attention(x, ws).numpy()

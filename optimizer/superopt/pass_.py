@@ -131,7 +131,8 @@ def to_sgraph(g: Graph) -> tuple[SGraph, list[QNode]]:
             if q.scalar:
                 i = sg.leaf("scalar", (), q.dtype, src, value=g.value(q))
             else:
-                kind = "weight" if g.pnodes[q.src].requires_grad else "input"
+                # the key's static flag (model state): decided by structure, so cached plans agree
+                kind = "weight" if g.tokens[q.src][4] is True else "input"
                 i = sg.leaf(kind, q.shape, q.dtype, src)
         else:
             op, attrs = (q.op.name, q.attrs) if _plain(q) else (f"opaque:{q.name}", {})
