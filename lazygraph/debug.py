@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ops.node import Node
+from ops.node import Node, postorder
 
 _stats = {"evaluations": 0, "kernels": 0}
 
@@ -61,23 +61,7 @@ def _attr_str(v: Any) -> str:
 
 def graph_lines(roots: Sequence[Node]) -> list[str]:
     """Readable listing, one node per line, inputs first: `%3 = add(%1, %2) : float32[3,4]`."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    for root in roots:
-        stack = [(root, iter(root.inputs))]
-        if id(root) in seen:
-            continue
-        seen.add(id(root))
-        while stack:
-            node, it = stack[-1]
-            for c in it:
-                if id(c) not in seen:
-                    seen.add(id(c))
-                    stack.append((c, iter(c.inputs)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
+    order: list[Node] = postorder(roots)
     names = {id(n): f"%{i}" for i, n in enumerate(order)}
     lines = []
     for n in order:

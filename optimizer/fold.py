@@ -40,6 +40,7 @@ from cache.graph import Graph, QNode
 from cache.key import Uncacheable, canon
 from cache.recipe import Expr, Recipe, register_constructor
 from ops.base import REGISTRY, Op, register
+from ops.node import postorder
 from optimizer.registry import register_pass
 
 #: hits, misses and stored values over this process (the pass report reads these)
@@ -107,25 +108,8 @@ def _boundaries(g: Graph, const: set[int]) -> list[QNode]:
 
 def _region(root: QNode) -> tuple[list[QNode], list[QNode]]:
     """(leaves, interior nodes inputs-first) of the subgraph computing root."""
-    leaves: list[QNode] = []
-    order: list[QNode] = []
-    seen: set[int] = set()
-    stack = [(root, iter(root.inputs))]
-    seen.add(id(root))
-    while stack:
-        node, it = stack[-1]
-        for c in it:
-            if id(c) not in seen:
-                seen.add(id(c))
-                if c.leaf:
-                    leaves.append(c)
-                else:
-                    stack.append((c, iter(c.inputs)))
-                break
-        else:
-            stack.pop()
-            order.append(node)
-    return leaves, order
+    nodes = postorder([root], lambda n: not n.leaf)
+    return [n for n in nodes if n.leaf], [n for n in nodes if not n.leaf]
 
 
 @register_pass("fold", priority=150, condition=lambda g: any(n.scalar or n.leaf for n in g.nodes))
