@@ -171,8 +171,8 @@ class Graph:
         """Order nodes inputs-first (replacements may sit later than their new consumers)."""
         self.nodes = postorder(self.nodes)
 
-    def remove_unreachable(self) -> int:
-        """Drop nodes no output depends on; returns how many were dropped."""
+    def live_ids(self) -> set[int]:
+        """ids of the nodes some output depends on (passes skip dead nodes; `dce` drops them)."""
         live: set[int] = set()
         stack = list(self.outputs)
         while stack:
@@ -181,6 +181,11 @@ class Graph:
                 continue
             live.add(id(n))
             stack.extend(n.inputs)
+        return live
+
+    def remove_unreachable(self) -> int:
+        """Drop nodes no output depends on; returns how many were dropped."""
+        live = self.live_ids()
         before = len(self.nodes)
         self.nodes = [n for n in self.nodes if id(n) in live]
         self.pmap = [n if n is not None and id(n) in live else None for n in self.pmap]

@@ -274,13 +274,7 @@ def _is_transpose(n: QNode) -> bool:
 
 def _live(g: Graph) -> list[QNode]:
     """Nodes some output depends on, inputs first (dead ones are left for `dce`)."""
-    live: set[int] = set()
-    stack = list(g.outputs)
-    while stack:
-        n = stack.pop()
-        if id(n) not in live:
-            live.add(id(n))
-            stack.extend(n.inputs)
+    live = g.live_ids()
     return [n for n in g.nodes if id(n) in live]
 
 

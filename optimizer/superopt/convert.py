@@ -119,7 +119,7 @@ def _raise_one(n: Any, name: str, value_of: Callable[[Any], Any]) -> tuple[str, 
     return None
 
 
-def _slice_of(n: Any) -> tuple[int, int, int] | None:
+def slice_of(n: Any) -> tuple[int, int, int] | None:
     """(axis, start, stop) if the view is a contiguous-strided cut of its base along one axis."""
     base, v = n.inputs[0], n.attrs["view"]
     bs = tuple(base.shape)
@@ -178,7 +178,7 @@ def from_nodes(
         r = None
         if name is not None and not (stop and stop(n)) and all(id(c) in refs for c in n.inputs):
             if name == "view" and len(n.inputs) == 1:
-                cut = _slice_of(n)
+                cut = slice_of(n)
                 t = typ(refs[id(n.inputs[0])]) if cut else None
                 if cut and t is not None and t.splits[cut[0]]:
                     ax, start, stop_ = cut

@@ -31,9 +31,10 @@ import numpy as np
 
 from cache.graph import Graph, QNode
 from cache.recipe import Recipe, register_constructor
-from ops.views import View, c_strides
+from ops.views import View
 from optimizer.registry import register_pass
 from optimizer.superopt.apply import SGraph
+from optimizer.superopt.convert import slice_of
 from optimizer.superopt.cost import CostModel
 from optimizer.superopt.match import Rule, builtin_rules
 from optimizer.superopt.search import SearchResult, staged_search
@@ -112,13 +113,7 @@ def worth_searching(g: Graph) -> bool:
 
 def to_sgraph(g: Graph) -> tuple[SGraph, list[QNode]]:
     """Q's live nodes as a search graph; `qnodes[src]` is the Q node each SNode stands for."""
-    live: set[int] = set()
-    stack = list(g.outputs)
-    while stack:
-        n = stack.pop()
-        if id(n) not in live:
-            live.add(id(n))
-            stack.extend(n.inputs)
+    live = g.live_ids()
     sg = SGraph()
     qnodes: list[QNode] = []
     ids: dict[int, int] = {}
@@ -137,29 +132,13 @@ def to_sgraph(g: Graph) -> tuple[SGraph, list[QNode]]:
         else:
             op, attrs = (q.op.name, q.attrs) if _plain(q) else (f"opaque:{q.name}", {})
             if op == "view":
-                cut = _slice_of(q)
+                cut = slice_of(q)
                 if cut is not None:
                     op, attrs = "slice_axis", {"axis": cut[0], "start": cut[1], "stop": cut[2]}
             i = sg.raw(op, [ids[id(c)] for c in q.inputs], attrs, q.shape, q.dtype, src)
         ids[id(q)] = i
     sg.outputs = [ids[id(o)] for o in g.outputs]
     return sg, qnodes
-
-
-def _slice_of(q: QNode) -> tuple[int, int, int] | None:
-    """(axis, start, stop) when a view cuts its (contiguous) input along one axis."""
-    base, v = q.inputs[0], q.attrs["view"]
-    bs = tuple(base.shape)
-    if len(v.shape) != len(bs) or tuple(v.strides) != c_strides(bs):
-        return None
-    diff = [k for k, (d, e) in enumerate(zip(v.shape, bs)) if d != e]
-    if len(diff) != 1:
-        return None
-    ax = diff[0]
-    step = c_strides(bs)[ax]
-    if step == 0 or v.offset % step:
-        return None
-    return ax, v.offset // step, v.offset // step + v.shape[ax]
 
 
 def emit(g: Graph, sg: SGraph, qnodes: list[QNode], origin: dict[int, int]) -> int:
