@@ -34,6 +34,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from bench_train import build  # noqa: E402
+
 import lazygraph as lg  # noqa: E402
 import optimizer  # noqa: E402
 from cache.graph import Graph  # noqa: E402
@@ -112,19 +114,8 @@ def costs_of(roots: list, repeats: int) -> dict[str, float]:
 
 
 def dali_cnn() -> nn.Module:
-    """The paper's CNN (Table 3)."""
-    return nn.Sequential(
-        nn.Conv2d(1, 64, 5, padding=2),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(64, 64, 5, padding=2),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(3136, 1024),
-        nn.ReLU(),
-        nn.Linear(1024, 10),
-    )
+    """The paper's CNN (Table 3), as bench_train builds it."""
+    return build("cnn", nn)
 
 
 def mnist_batches(batch: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -32,9 +32,8 @@ import numpy as np
 from cache.meter import Layout, Meter, owner
 from cache.recipe import CONSTRUCTORS, Recipe, RecipeError, compile_guard
 from ops.base import REGISTRY
-from ops.movement import build_index
+from ops.movement import write_through
 from ops.node import Node
-from ops.views import materialize
 
 
 class EvaluationError(RuntimeError):
@@ -345,14 +344,8 @@ def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np
         or not base.flags.c_contiguous
     ):
         return None
-    view, index = attrs.get("view"), attrs.get("index")
-    target = base if view is None else materialize(base, view, writeable=True)
-    value = vals[ins[1]]
-    if index is None:
-        target[...] = value
-    else:
-        target[build_index(index, tuple(vals[k] for k in ins[2:]))] = value
-    return base
+    idx = tuple(vals[k] for k in ins[2:])
+    return write_through(base, vals[ins[1]], idx, attrs.get("view"), attrs.get("index"))
 
 
 def _kernel_error(e: Exception, nodes: list[Node], src: int, ins: tuple, vals: list) -> Exception:

@@ -201,6 +201,12 @@ def _structural(w: Walk, opt: bool, sched: bool) -> tuple:
     return skey if sched else (*skey, "nosched")
 
 
+def _memory_key(w: Walk, opt: bool, sched: bool) -> tuple:
+    """The in-process key, marked (like `_structural`) when the optimizer or planner is off."""
+    key = w.key if opt else (*w.key, -2)
+    return key if sched else (*key, -3)
+
+
 def _keep_slots(plan: Plan, keep: set[int]) -> set[int]:
     """The Q slots holding the memoized P nodes."""
     pmap = plan.pmap
@@ -263,10 +269,8 @@ def evaluate(roots: Sequence[Node]) -> None:
     env = os.environ
     mode = env.get("LAZYGRAPH_CACHE", "1")
     opt = env.get("LAZYGRAPH_OPTIMIZE", "1") != "0"
-    key = w.key if opt else (*w.key, -2)
     sched = memplan.enabled()
-    if not sched:
-        key = (*key, -3)
+    key = _memory_key(w, opt, sched)
     metering = verbose >= 1 or env.get("LAZYGRAPH_MEASURE", "0") not in ("", "0")
     t_settings = time.perf_counter() - t1
     t1 += t_settings
@@ -371,9 +375,7 @@ def explain_lines(roots: Sequence[Node]) -> list[str]:
     if not w.interior:
         return ["Q = nothing to run (every output is already evaluated)"]
     opt = os.environ.get("LAZYGRAPH_OPTIMIZE", "1") != "0"
-    key = w.key if opt else (*w.key, -2)
-    if not memplan.enabled():
-        key = (*key, -3)
+    key = _memory_key(w, opt, memplan.enabled())
     entry = MEMORY.get(key) if w.cacheable else None
     plan = entry.select(w.nodes) if entry is not None else None
     cached = plan is not None

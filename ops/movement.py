@@ -142,13 +142,19 @@ class Assign(Op):
         self, base: np.ndarray, value: Any, *idx: Any, view: View | None = None, index: Template | None = None
     ) -> np.ndarray:
         """Copy the base, write the value through the view/index (NumPy casting rules)."""
-        out = np.array(base, copy=True, order="C")
-        target = out if view is None else materialize(out, view, writeable=True)
-        if index is None:
-            target[...] = value
-        else:
-            target[build_index(index, idx)] = value
-        return out
+        return write_through(np.array(base, copy=True, order="C"), value, idx, view, index)
+
+
+def write_through(
+    out: np.ndarray, value: Any, idx: tuple, view: View | None = None, index: Template | None = None
+) -> np.ndarray:
+    """Write `value` into `out` through an assign's view/index (also the executor's in-place path)."""
+    target = out if view is None else materialize(out, view, writeable=True)
+    if index is None:
+        target[...] = value
+    else:
+        target[build_index(index, idx)] = value
+    return out
 
 
 class Gather(Op):

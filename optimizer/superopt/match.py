@@ -76,8 +76,8 @@ class Rule:
     roots: tuple[str, ...] = ()
 
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
-        """One rewritten graph per match."""
-        raise NotImplementedError
+        """One rewritten graph per match (each rule kind defines its own matcher)."""
+        raise NotImplementedError(f"{type(self).__name__} must define rewrites")
 
 
 def _subsets(items: list[int], groups: list[list[int]]) -> Iterator[tuple[int, ...]]:
