@@ -175,7 +175,9 @@ class Recipe:
     @property
     def label(self) -> str:
         """Name for listings (`new full`, `new jit`)."""
-        return f"{self.ctor}:{self.op}" if self.ctor != "op" else str(self.op)
+        if self.ctor == "op" or self.op in (None, self.ctor):
+            return str(self.op) if self.ctor == "op" else self.ctor
+        return f"{self.ctor}:{self.op}"
 
 
 #: constructor name -> build(recipe, artifacts) returning the step's callable fn(*values, **attrs)

@@ -15,6 +15,7 @@ import numpy as _np
 
 from lazygraph import cachectl as cache  # noqa: F401  (lg.cache.stats(), lg.cache.clear())
 from lazygraph import jitpass as _jitpass  # noqa: F401  (the JIT fusion pass and its region steps)
+from lazygraph import windowpass as _windowpass  # noqa: F401  (compiled pooling and im2col steps)
 from lazygraph import methods as _methods  # noqa: F401  (installs Array operators)
 from lazygraph import random
 from lazygraph.api import *  # noqa: F403

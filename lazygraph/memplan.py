@@ -55,7 +55,8 @@ def writers(plan: Plan, nodes: list[Node]) -> list[Callable | None]:
     """Per step, a kernel that can write into a given buffer (called with `out=`), or None.
 
     Plain NumPy ufuncs on float/complex values, matmul (np.matmul), a fused region's first
-    output (its compiled kernel writes wherever it is pointed) and library GEMM steps; the
+    output (its compiled kernel writes wherever it is pointed), compiled window kernels and
+    library GEMM steps; the
     rest allocate their results (reductions, convolutions, gathers, a region's further
     outputs, which its kernel produced with the first).
     """
@@ -65,6 +66,8 @@ def writers(plan: Plan, nodes: list[Node]) -> list[Callable | None]:
         r = s.recipe
         if r is not None and r.ctor == "jit_region":
             w = None if _pick_of(s) else s.fn
+        elif r is not None and r.ctor == "jit_window":
+            w = s.fn
         elif r is not None and r.ctor == "library":
             w = s.fn if isinstance(r.data, dict) and r.data.get("producer") == "matmul" else None
         elif s.src >= 0:
