@@ -15,9 +15,9 @@ import numpy as _np
 
 from lazygraph import cachectl as cache  # noqa: F401  (lg.cache.stats(), lg.cache.clear())
 from lazygraph import jitpass as _jitpass  # noqa: F401  (the JIT fusion pass and its region steps)
-from lazygraph import windowpass as _windowpass  # noqa: F401  (compiled pooling and im2col steps)
 from lazygraph import methods as _methods  # noqa: F401  (installs Array operators)
 from lazygraph import random
+from lazygraph import windowpass as _windowpass  # noqa: F401  (compiled pooling and convolution steps)
 from lazygraph.api import *  # noqa: F403
 from lazygraph.api import eval, explain, to_dot  # noqa: F401
 from lazygraph.array import Array, mark_static  # noqa: F401
