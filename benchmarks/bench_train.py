@@ -302,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     anchors = ", ".join(f"{k} {v} s" for k, v in ANCHOR_TORCH_S.items())
     print(f"reference: PyTorch CPU eager on a 2-core machine ({anchors}; anchors.md)")
     if args.breakdown:
-        print("\ncnn step, costliest kernels (ms per step; steps a pass made are named constructor:operator):")
+        print(
+            "\ncnn step, costliest kernels (ms per step; steps a pass made are named constructor:operator):"
+        )
         for ms, label in breakdown():
             print(f"  {ms:8.1f}  {label}")
     print(f"\ntotal {time.perf_counter() - t_start:.1f} s\n")

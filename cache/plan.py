@@ -308,7 +308,12 @@ class Plan:
             if meter is not None:
                 meter.step(i, v, ins, out, shape, dtype)
             if trace is not None:
-                trace(nodes[src].op.name if src >= 0 else self.steps[i].name, shape, dtype, time.perf_counter() - t)
+                trace(
+                    nodes[src].op.name if src >= 0 else self.steps[i].name,
+                    shape,
+                    dtype,
+                    time.perf_counter() - t,
+                )
             grabbed = None
             if give is not None and give[i]:
                 # the owners of buffers a later step writes into, taken before their last holder drops
