@@ -12,9 +12,11 @@ ops/conv.py's `im2col_rows`), one group, float32 or float64; `applies` says when
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from jit.window import im2col_into
+from jit.window import HEAD, SIG, function, geometry, im2col_into, launch
 
 Pair = tuple[int, int]
 
@@ -117,22 +119,180 @@ def grad_input(g: np.ndarray, w: np.ndarray, p: Pair, d: Pair, out: np.ndarray |
     return forward(g, wf, None, (1, 1), full, d, out=out)
 
 
+# -- direct convolution for short windows (C*kH*kW below the output channels) -------------
+#
+# A first layer's window (one channel, 5x5: 25 elements) makes a GEMM with a contraction of
+# 25, where BLAS runs far below its speed and im2col writes 25 copies of the image. Here
+# one image's patch matrix (C*kH*kW rows of H_out*W_out values, in cache) is used
+# directly: each output plane accumulates the patch rows scaled by its weights, and each
+# weight's gradient is the dot product of a cotangent plane with a patch row.
+
+_PATCH = """
+#ifdef _OPENMP
+#include <omp.h>
+#else
+#define omp_get_thread_num() 0
+#endif
+static void patch(const T *xn, int64_t C, int64_t H, int64_t W, int64_t HO, int64_t WO, T *P) {
+  for (int64_t c = 0; c < C; c++)
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        T *pr = P + ((c * KH + kh) * KW + kw) * HO * WO;
+        for (int64_t oh = 0; oh < HO; oh++) {
+          const int64_t ih = oh * SH - PH + kh * DH;
+          T *prow = pr + oh * WO;
+          if (ih < 0 || ih >= H) { for (int64_t ow = 0; ow < WO; ow++) prow[ow] = 0; continue; }
+          const T *xr = xn + (c * H + ih) * W;
+          for (int64_t ow = 0; ow < WO; ow++) {
+            const int64_t iw = ow * SW - PW + kw * DW;
+            prow[ow] = (iw >= 0 && iw < W) ? xr[iw] : (T)0;
+          }
+        }
+      }
+}
+"""
+
+
+def _direct_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair, body: str) -> str:
+    ct = "float" if dt.itemsize == 4 else "double"
+    tile = 64 if dt.itemsize == 4 else 32  # four 512-bit vectors of sums
+    return HEAD + f"typedef {ct} T;\n#define TILE {tile}\n" + geometry(k, s, p, d) + _PATCH + SIG + body
+
+
+_DIRECT_FORWARD = """  const T *x = (const T *)ptrs[0], *w = (const T *)ptrs[1], *b = (const T *)ptrs[2]; T *y = (T *)ptrs[3];
+  const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], O = dims[4], HO = dims[5], WO = dims[6];
+  const int64_t K = C * KH * KW, M = HO * WO;
+  #pragma omp parallel
+  {
+    T *P = (T *)calloc(K * M + TILE, sizeof(T));
+    #pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      patch(x + n * C * H * W, C, H, W, HO, WO, P);
+      /* tiles of TILE outputs whose sums stay in registers over the window; the patch has
+         TILE values of slack at its end, so a last partial tile reads but never writes past M */
+      for (int64_t i0 = 0; i0 < M; i0 += TILE) {
+        const int64_t m = M - i0 < TILE ? M - i0 : TILE;
+        for (int64_t o = 0; o < O; o++) {
+          const T *wr = w + o * K;
+          T acc[TILE];
+          for (int j = 0; j < TILE; j++) acc[j] = 0;
+          for (int64_t kk = 0; kk < K; kk++) {
+            const T wk = wr[kk]; const T *pr = P + kk * M + i0;
+            for (int j = 0; j < TILE; j++) acc[j] += wk * pr[j];
+          }
+          const T bo = b ? b[o] : (T)0;
+          T *yp = y + (n * O + o) * M + i0;
+          if (b) for (int64_t j = 0; j < m; j++) yp[j] = acc[j] + bo;
+          else for (int64_t j = 0; j < m; j++) yp[j] = acc[j];
+        }
+      }
+    }
+    free(P);
+  }
+}
+"""
+
+_DIRECT_GRAD_WEIGHT = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *part = (T *)ptrs[2];
+  const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], O = dims[4], HO = dims[5], WO = dims[6];
+  const int64_t K = C * KH * KW, M = HO * WO, NT = dims[7];
+  /* part: one (O, K) block of sums per thread; the caller adds them up */
+  #pragma omp parallel num_threads(NT)
+  {
+    T *P = (T *)malloc(sizeof(T) * (K * M > 0 ? K * M : 1));
+    T *S = part + (int64_t)omp_get_thread_num() * O * K;
+    #pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      patch(x + n * C * H * W, C, H, W, HO, WO, P);
+      for (int64_t o = 0; o < O; o++) {
+        const T *gp = g + (n * O + o) * M;
+        for (int64_t kk = 0; kk < K; kk++) {
+          const T *pr = P + kk * M;
+          T acc = 0;
+          #pragma omp simd reduction(+:acc)
+          for (int64_t i = 0; i < M; i++) acc += gp[i] * pr[i];
+          S[o * K + kk] += acc;
+        }
+      }
+    }
+    free(P);
+  }
+}
+"""
+
+
+def direct_applies(x_dtype: np.dtype, w_shape: tuple, dtypes: list[np.dtype], groups: int) -> bool:
+    """One group, one float dtype, and a window shorter than the output channels."""
+    o, c, kh, kw = w_shape
+    return (
+        groups == 1
+        and x_dtype.kind == "f"
+        and x_dtype.itemsize in (4, 8)
+        and all(dt == x_dtype for dt in dtypes)
+        and c * kh * kw < o
+    )
+
+
+def direct_forward(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    s: Pair,
+    p: Pair,
+    d: Pair,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """conv2d by direct accumulation of each output row's patch (short windows)."""
+    x = np.ascontiguousarray(x)
+    w = np.ascontiguousarray(w)
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    ho, wo = _out_hw(h, wd, (kh, kw), s, p, d)
+    y = out if out is not None else np.empty((n, o, ho, wo), dtype=x.dtype)
+    fn = function(_direct_source(x.dtype, (kh, kw), s, p, d, _DIRECT_FORWARD))
+    launch(fn, [x, w, None if b is None else np.ascontiguousarray(b), y], [n, c, h, wd, o, ho, wo])
+    return y
+
+
+def direct_grad_weight(
+    g: np.ndarray, x: np.ndarray, w_shape: tuple, s: Pair, p: Pair, d: Pair, out: np.ndarray | None = None
+) -> np.ndarray:
+    """d(conv2d)/d(w) as dot products of cotangent planes with patch rows (short windows)."""
+    g = np.ascontiguousarray(g)
+    x = np.ascontiguousarray(x)
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w_shape
+    ho, wo = g.shape[2:]
+    k = c * kh * kw
+    threads = max(1, min(len(os.sched_getaffinity(0)), n))
+    part = np.zeros((threads, o, k), dtype=g.dtype)  # blocks of threads that never start stay 0
+    fn = function(_direct_source(g.dtype, (kh, kw), s, p, d, _DIRECT_GRAD_WEIGHT))
+    launch(fn, [g, x, part], [n, c, h, wd, o, ho, wo, threads])
+    res = out if out is not None else np.empty((o, c, kh, kw), dtype=g.dtype)
+    np.sum(part, axis=0, out=res.reshape(o, k))
+    return res
+
+
 # -- called like the operators' kernels (plus out=); None where they do not apply ----------
 
 
 def conv2d_kernel(x, w, b=None, *, stride, padding, dilation, groups, out=None):
-    """conv2d when `applies` at these sizes, else None (the caller runs the reference)."""
+    """conv2d from chunks or directly, as the sizes suit, else None (the caller runs the reference)."""
     dts = [np.asarray(w).dtype] + ([np.asarray(b).dtype] if b is not None else [])
-    if not applies(np.asarray(x).dtype, np.shape(w), dts, groups):
-        return None
-    return forward(x, np.asarray(w), None if b is None else np.asarray(b), stride, padding, dilation, out=out)
+    w, b = np.asarray(w), None if b is None else np.asarray(b)
+    if applies(np.asarray(x).dtype, w.shape, dts, groups):
+        return forward(x, w, b, stride, padding, dilation, out=out)
+    if direct_applies(np.asarray(x).dtype, w.shape, dts, groups):
+        return direct_forward(x, w, b, stride, padding, dilation, out=out)
+    return None
 
 
 def conv2d_grad_weight_kernel(g, x, w, *, stride, padding, dilation, groups, out=None):
-    """conv2d_grad_weight when `applies`, else None."""
-    if not applies(np.asarray(g).dtype, np.shape(w), [np.asarray(x).dtype], groups):
-        return None
-    return grad_weight(np.asarray(g), x, np.shape(w), stride, padding, dilation, out=out)
+    """conv2d_grad_weight from chunks or directly, as the sizes suit, else None."""
+    if applies(np.asarray(g).dtype, np.shape(w), [np.asarray(x).dtype], groups):
+        return grad_weight(np.asarray(g), x, np.shape(w), stride, padding, dilation, out=out)
+    if direct_applies(np.asarray(g).dtype, np.shape(w), [np.asarray(x).dtype], groups):
+        return direct_grad_weight(np.asarray(g), x, np.shape(w), stride, padding, dilation, out=out)
+    return None
 
 
 def conv2d_grad_input_kernel(g, w, x, *, stride, padding, dilation, groups, out=None):

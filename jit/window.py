@@ -42,13 +42,13 @@ _CTYPE = {
 #: element copies move bits: any dtype of these sizes (bool, complex64 included)
 _BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
 
-_HEAD = """#include <stdint.h>
+HEAD = """#include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
 #include <math.h>
 """
 
-_SIG = "void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {\n"
+SIG = "void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {\n"
 
 
 def _key(dt: np.dtype) -> str:
@@ -64,7 +64,8 @@ def _fill(dt: np.dtype) -> str:
     return f"INT{8 * dt.itemsize}_MIN"
 
 
-def _geometry(k: Pair, s: Pair, p: Pair, d: Pair) -> str:
+def geometry(k: Pair, s: Pair, p: Pair, d: Pair) -> str:
+    """The window's constants as C macros."""
     names = ("KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW")
     vals = (*k, *s, *p, *d)
     return "".join(f"#define {n} {int(v)}\n" for n, v in zip(names, vals))
@@ -133,9 +134,9 @@ static inline XT window_max(const XT *xp, int64_t H, int64_t W, int64_t oh, int6
 def _pool_prelude(xdt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
     nan = "((v) != (v))" if xdt.kind == "f" else "0"
     return (
-        _HEAD
+        HEAD
         + f"typedef {_CTYPE[_key(xdt)]} XT;\n#define FILL {_fill(xdt)}\n#define ISNAN(v) {nan}\n"
-        + _geometry(k, s, p, d)
+        + geometry(k, s, p, d)
         + _ROW_ARGMAX
         + _WINDOW
     )
@@ -144,7 +145,7 @@ def _pool_prelude(xdt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
 def _pool_source(xdt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
     return (
         _pool_prelude(xdt, k, s, p, d)
-        + _SIG
+        + SIG
         + """  const XT *x = (const XT *)ptrs[0]; XT *y = (XT *)ptrs[1];
   const int64_t planes = dims[0], H = dims[1], W = dims[2], HO = dims[3], WO = dims[4];
   #pragma omp parallel
@@ -171,7 +172,7 @@ def _pool_grad_source(gdt: np.dtype, xdt: np.dtype, k: Pair, s: Pair, p: Pair, d
     return (
         _pool_prelude(xdt, k, s, p, d)
         + f"typedef {_CTYPE[_key(gdt)]} GT;\n#define TILE {tile}\n"
-        + _SIG
+        + SIG
         + """  const GT *g = (const GT *)ptrs[0]; const XT *x = (const XT *)ptrs[1]; GT *gi = (GT *)ptrs[2];
   const int64_t planes = dims[0], H = dims[1], W = dims[2], HO = dims[3], WO = dims[4];
   #pragma omp parallel
@@ -226,10 +227,10 @@ def _pool_grad_source(gdt: np.dtype, xdt: np.dtype, k: Pair, s: Pair, p: Pair, d
 
 def _im2col_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
     return (
-        _HEAD
+        HEAD
         + f"typedef {_BITS[dt.itemsize]} T;\n"
-        + _geometry(k, s, p, d)
-        + _SIG
+        + geometry(k, s, p, d)
+        + SIG
         + """  const T *x = (const T *)ptrs[0]; T *out = (T *)ptrs[1];
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], HO = dims[4], WO = dims[5];
   const int64_t HP = H + 2 * PH, WP = W + 2 * PW;
@@ -268,7 +269,8 @@ def _im2col_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
 _built: dict[tuple, Callable] = {}
 
 
-def _function(source: str) -> Callable:
+def function(source: str) -> Callable:
+    """The compiled `lg_kernel` of a source (built once per process, kept in the kernel store)."""
     fn = _built.get((source,))
     if fn is None:
         fn = compile_c.build(source)
@@ -276,8 +278,9 @@ def _function(source: str) -> Callable:
     return fn
 
 
-def _launch(fn: Callable, arrays: list[np.ndarray], dims: list[int]) -> None:
-    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+def launch(fn: Callable, arrays: list[np.ndarray | None], dims: list[int]) -> None:
+    """Run a kernel on arrays (None: a null pointer) and int64 sizes."""
+    ptrs = (ctypes.c_void_p * len(arrays))(*[None if a is None else a.ctypes.data for a in arrays])
     dv = np.asarray(dims, dtype=np.int64)
     fn(ptrs, dv.ctypes.data, None, None)
 
@@ -294,8 +297,8 @@ def _max_pool2d(x: np.ndarray, *, kernel_size: Pair, stride: Pair, padding: Pair
     ho = (h + 2 * padding[0] - dilation[0] * (kernel_size[0] - 1) - 1) // stride[0] + 1
     wo = (w + 2 * padding[1] - dilation[1] * (kernel_size[1] - 1) - 1) // stride[1] + 1
     y = _out((n, c, ho, wo), x.dtype, out)
-    fn = _function(_pool_source(x.dtype, kernel_size, stride, padding, dilation))
-    _launch(fn, [x, y], [n * c, h, w, ho, wo])
+    fn = function(_pool_source(x.dtype, kernel_size, stride, padding, dilation))
+    launch(fn, [x, y], [n * c, h, w, ho, wo])
     return y
 
 
@@ -316,8 +319,8 @@ def _max_pool2d_grad(
     n, c, h, w = x.shape
     ho, wo = g.shape[2:]
     gi = _out(x.shape, g.dtype, out)
-    fn = _function(_pool_grad_source(g.dtype, x.dtype, kernel_size, stride, padding, dilation))
-    _launch(fn, [g, x, gi], [n * c, h, w, ho, wo])
+    fn = function(_pool_grad_source(g.dtype, x.dtype, kernel_size, stride, padding, dilation))
+    launch(fn, [g, x, gi], [n * c, h, w, ho, wo])
     return gi
 
 
@@ -326,8 +329,8 @@ def im2col_into(x: np.ndarray, cols: np.ndarray, k: Pair, s: Pair, p: Pair, d: P
     x = np.ascontiguousarray(x)
     n, c, h, wd = x.shape
     ho, wo = cols.shape[1:3]
-    fn = _function(_im2col_source(x.dtype, k, s, p, d))
-    _launch(fn, [x, cols], [n, c, h, wd, ho, wo])
+    fn = function(_im2col_source(x.dtype, k, s, p, d))
+    launch(fn, [x, cols], [n, c, h, wd, ho, wo])
 
 
 def im2col(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
