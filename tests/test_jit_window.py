@@ -359,3 +359,43 @@ def test_window_constructor_rejects_unknown_operators() -> None:
     x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
     attrs = _pool_attrs((2, 2), (2, 2), (0, 0), (1, 1))
     np.testing.assert_array_equal(run(x, **attrs), REGISTRY["max_pool2d"].kernel(x, **attrs))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "uint64"])
+def test_windows_of_padding_only_and_ties_with_the_fill(dtype) -> None:  # noqa: ANN001
+    """Dilated windows that hold only padding, and real elements equal to the fill (0 for unsigned)."""
+    dt = np.dtype(dtype)
+    x = np.array([[[[0, 2, 0], [0, 0, 1]]]]).astype(dt)
+    if dt.kind == "f":
+        x[0, 0, 1, 0] = -np.inf
+    g = np.arange(1, 7, dtype=np.float64).reshape(1, 1, 2, 3) / 7
+    for k, p, d in [((2, 2), (1, 1), (2, 2)), ((3, 3), (1, 1), (1, 1)), ((2, 3), (1, 1), (1, 2))]:
+        attrs = _pool_attrs(k, (1, 1), p, d)
+        want = REGISTRY["max_pool2d"].kernel(x, **attrs)
+        np.testing.assert_array_equal(window.KERNELS["max_pool2d"](x, **attrs), want)
+        gg = np.resize(g, want.shape)
+        np.testing.assert_array_equal(
+            window.KERNELS["max_pool2d_grad"](gg, x, want, **attrs),
+            REGISTRY["max_pool2d_grad"].kernel(gg, x, want, **attrs),
+        )
+
+
+def test_window_step_falls_back_to_the_reference(monkeypatch) -> None:  # noqa: ANN001
+    """Shapes the compiled kernels decline, small sizes and LAZYGRAPH_JIT=0 run the NumPy kernel."""
+    run = CONSTRUCTORS["jit_window"](Recipe("jit_window", "conv2d", {}, None, "float32"), {})
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    attrs = _conv_attrs((1, 1), (1, 1), (1, 1), groups=2)  # no compiled kernel for groups
+    want = REGISTRY["conv2d"].kernel(x, w, None, **attrs)
+    buf = np.full(want.shape, 7, dtype=np.float32)
+    assert run(x, w, None, out=buf, **attrs) is buf
+    np.testing.assert_array_equal(buf, want)
+    w1 = w[:4].repeat(2, axis=1)
+    one = _conv_attrs((1, 1), (1, 1), (1, 1))
+    want1 = REGISTRY["conv2d"].kernel(x, w1, None, **one)
+    np.testing.assert_allclose(run(x, w1, None, **one), want1, rtol=1e-5, atol=1e-5)
+    for var, value in (("LAZYGRAPH_JIT_MIN_SIZE", "1000000"), ("LAZYGRAPH_JIT", "0")):
+        with monkeypatch.context() as mp:
+            mp.setenv(var, value)
+            np.testing.assert_array_equal(run(x, w1, None, **one), want1)
