@@ -185,7 +185,11 @@ def _pool_grad_source(gdt: np.dtype, xdt: np.dtype, k: Pair, s: Pair, p: Pair, d
       /* each window's winner (the exact routine redoes a plane that holds a NaN) */
       int nan = 0;
       for (int64_t oh = 0; oh < HO; oh++)
-        for (int64_t ow = 0; ow < WO; ow++) window_max(xp, H, W, oh, ow, at + oh * WO + ow, &nan);
+        for (int64_t ow = 0; ow < WO; ow++) {
+          int32_t a;  /* a local, so the store cannot alias the NaN flag: the loop vectorises */
+          window_max(xp, H, W, oh, ow, &a, &nan);
+          at[oh * WO + ow] = a;
+        }
       if (nan)
         for (int64_t oh = 0; oh < HO; oh++) row_argmax(xp, H, W, WO, oh, best, at + oh * WO);
       if (TILE) {
