@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from jit.window import HEAD, SIG, function, geometry, im2col_into, launch
+from ops.conv import out_hw
 
 Pair = tuple[int, int]
 
@@ -25,23 +26,19 @@ Pair = tuple[int, int]
 CHUNK_ROWS = 3072
 
 
-def _out_hw(h: int, w: int, k: Pair, s: Pair, p: Pair, d: Pair) -> Pair:
+def _one_float(x_dtype: np.dtype, dtypes: list[np.dtype], groups: int) -> bool:
     return (
-        (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1,
-        (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1,
+        groups == 1
+        and x_dtype.kind == "f"
+        and x_dtype.itemsize in (4, 8)
+        and all(dt == x_dtype for dt in dtypes)
     )
 
 
 def applies(x_dtype: np.dtype, w_shape: tuple, dtypes: list[np.dtype], groups: int) -> bool:
     """One group, one float dtype throughout, and a window at least as long as the output channels."""
     o, c, kh, kw = w_shape
-    return (
-        groups == 1
-        and x_dtype.kind == "f"
-        and x_dtype.itemsize in (4, 8)
-        and all(dt == x_dtype for dt in dtypes)
-        and c * kh * kw >= o
-    )
+    return _one_float(x_dtype, dtypes, groups) and c * kh * kw >= o
 
 
 def forward(
@@ -57,7 +54,7 @@ def forward(
     x = np.ascontiguousarray(x)
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
-    ho, wo = _out_hw(h, wd, (kh, kw), s, p, d)
+    ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     k = kh * kw * c
     wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k, o))
     y = np.empty((n, ho, wo, o), dtype=x.dtype)
@@ -223,13 +220,7 @@ _DIRECT_GRAD_WEIGHT = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs
 def direct_applies(x_dtype: np.dtype, w_shape: tuple, dtypes: list[np.dtype], groups: int) -> bool:
     """One group, one float dtype, and a window shorter than the output channels."""
     o, c, kh, kw = w_shape
-    return (
-        groups == 1
-        and x_dtype.kind == "f"
-        and x_dtype.itemsize in (4, 8)
-        and all(dt == x_dtype for dt in dtypes)
-        and c * kh * kw < o
-    )
+    return _one_float(x_dtype, dtypes, groups) and c * kh * kw < o
 
 
 def direct_forward(
@@ -246,7 +237,7 @@ def direct_forward(
     w = np.ascontiguousarray(w)
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
-    ho, wo = _out_hw(h, wd, (kh, kw), s, p, d)
+    ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     y = out if out is not None else np.empty((n, o, ho, wo), dtype=x.dtype)
     fn = function(_direct_source(x.dtype, (kh, kw), s, p, d, _DIRECT_FORWARD))
     launch(fn, [x, w, None if b is None else np.ascontiguousarray(b), y], [n, c, h, wd, o, ho, wo])

@@ -23,22 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from jit import compile_c
+from jit import compile_c, types
+from ops.conv import out_hw
 
 Pair = tuple[int, int]
 
-_CTYPE = {
-    "f4": "float",
-    "f8": "double",
-    "i1": "int8_t",
-    "i2": "int16_t",
-    "i4": "int32_t",
-    "i8": "int64_t",
-    "u1": "uint8_t",
-    "u2": "uint16_t",
-    "u4": "uint32_t",
-    "u8": "uint64_t",
-}
+#: dtypes the max-pool kernels take (every real dtype; bool and complex stay with NumPy)
+_REAL = frozenset(t for t in types.SUPPORTED if t.kind in "iuf")
 #: element copies move bits: any dtype of these sizes (bool, complex64 included)
 _BITS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
 
@@ -49,10 +40,6 @@ HEAD = """#include <stdint.h>
 """
 
 SIG = "void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {\n"
-
-
-def _key(dt: np.dtype) -> str:
-    return f"{dt.kind}{dt.itemsize}"
 
 
 def _fill(dt: np.dtype) -> str:
@@ -135,7 +122,7 @@ def _pool_prelude(xdt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
     nan = "((v) != (v))" if xdt.kind == "f" else "0"
     return (
         HEAD
-        + f"typedef {_CTYPE[_key(xdt)]} XT;\n#define FILL {_fill(xdt)}\n#define ISNAN(v) {nan}\n"
+        + f"typedef {types.ctype(xdt)} XT;\n#define FILL {_fill(xdt)}\n#define ISNAN(v) {nan}\n"
         + geometry(k, s, p, d)
         + _ROW_ARGMAX
         + _WINDOW
@@ -171,7 +158,7 @@ def _pool_grad_source(gdt: np.dtype, xdt: np.dtype, k: Pair, s: Pair, p: Pair, d
     tile = int(s == k and p == (0, 0) and d == (1, 1))
     return (
         _pool_prelude(xdt, k, s, p, d)
-        + f"typedef {_CTYPE[_key(gdt)]} GT;\n#define TILE {tile}\n"
+        + f"typedef {types.ctype(gdt)} GT;\n#define TILE {tile}\n"
         + SIG
         + """  const GT *g = (const GT *)ptrs[0]; const XT *x = (const XT *)ptrs[1]; GT *gi = (GT *)ptrs[2];
   const int64_t planes = dims[0], H = dims[1], W = dims[2], HO = dims[3], WO = dims[4];
@@ -298,8 +285,7 @@ def _out(shape: tuple, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
 def _max_pool2d(x: np.ndarray, *, kernel_size: Pair, stride: Pair, padding: Pair, dilation: Pair, out=None):
     x = np.ascontiguousarray(x)
     n, c, h, w = x.shape
-    ho = (h + 2 * padding[0] - dilation[0] * (kernel_size[0] - 1) - 1) // stride[0] + 1
-    wo = (w + 2 * padding[1] - dilation[1] * (kernel_size[1] - 1) - 1) // stride[1] + 1
+    ho, wo = out_hw((h, w), kernel_size, stride, padding, dilation)
     y = _out((n, c, ho, wo), x.dtype, out)
     fn = function(_pool_source(x.dtype, kernel_size, stride, padding, dilation))
     launch(fn, [x, y], [n * c, h, w, ho, wo])
@@ -340,8 +326,7 @@ def im2col_into(x: np.ndarray, cols: np.ndarray, k: Pair, s: Pair, p: Pair, d: P
 def im2col(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
     """Row columns (N, H_out, W_out, kH, kW, C) of NCHW x: ops/conv.py's `im2col_rows`, compiled."""
     n, c, h, wd = np.shape(x)
-    ho = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
-    wo = (wd + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    ho, wo = out_hw((h, wd), k, s, p, d)
     cols = np.empty((n, ho, wo, k[0], k[1], c), dtype=np.asarray(x).dtype)
     im2col_into(np.asarray(x), cols, k, s, p, d)
     return cols
@@ -350,9 +335,9 @@ def im2col(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
 def supported(op: str, dtypes: list[np.dtype]) -> bool:
     """Whether `op` on inputs of these dtypes has a compiled kernel (else: the reference)."""
     if op == "max_pool2d":
-        return _key(dtypes[0]) in _CTYPE
+        return dtypes[0] in _REAL
     if op == "max_pool2d_grad":
-        return _key(dtypes[0]) in _CTYPE and _key(dtypes[1]) in _CTYPE
+        return dtypes[0] in _REAL and dtypes[1] in _REAL
     return False
 
 
