@@ -390,6 +390,8 @@ class Array:
     def __setitem__(self, key: Any, value: Any) -> None:
         from lazygraph.indexing import parse_index
 
+        if self._readonly:  # NumPy checks this before the index, whatever is wrong with it
+            raise ValueError("setitem: assignment destination is read-only (a broadcast view)")
         basic, template, operands = parse_index(self, key, "setitem")
         items = key if isinstance(key, tuple) else (key,)
 

@@ -273,6 +273,9 @@ def test_writes_to_broadcast_views_are_refused():
     expect_error(lambda: b.__iadd__(1.0), ValueError, "add", "read-only")
     expect_error(lambda: lg.add(base, 1, out=b), ValueError, "add", "read-only")
     expect_error(lambda: b[1:].__setitem__(Ellipsis, 0.0), ValueError, "read-only")  # a view of it too
+    # NumPy reports the read-only target before anything wrong with the index
+    for bad in (np.zeros((0, 3), bool), 7, np.array([9]), "x"):
+        expect_error(lambda bad=bad: b.__setitem__(bad, 1.0), ValueError, "setitem", "read-only")
     np.testing.assert_array_equal(base.numpy(), np.arange(3.0))
 
 
