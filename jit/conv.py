@@ -189,6 +189,11 @@ _DIRECT_FORWARD = """  const T *x = (const T *)ptrs[0], *w = (const T *)ptrs[1],
 }
 """
 
+
+def _direct_forward_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
+    return _direct_source(dt, k, s, p, d, _DIRECT_FORWARD)
+
+
 _DIRECT_GRAD_WEIGHT = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *part = (T *)ptrs[2];
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], O = dims[4], HO = dims[5], WO = dims[6];
   const int64_t K = C * KH * KW, M = HO * WO, NT = dims[7];
@@ -217,6 +222,10 @@ _DIRECT_GRAD_WEIGHT = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs
 """
 
 
+def _direct_grad_weight_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
+    return _direct_source(dt, k, s, p, d, _DIRECT_GRAD_WEIGHT)
+
+
 def direct_applies(x_dtype: np.dtype, w_shape: tuple, dtypes: list[np.dtype], groups: int) -> bool:
     """One group, one float dtype, and a window shorter than the output channels."""
     o, c, kh, kw = w_shape
@@ -239,7 +248,7 @@ def direct_forward(
     o, _, kh, kw = w.shape
     ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     y = out if out is not None else np.empty((n, o, ho, wo), dtype=x.dtype)
-    fn = function(_direct_source(x.dtype, (kh, kw), s, p, d, _DIRECT_FORWARD))
+    fn = function(_direct_forward_source, (x.dtype,), (kh, kw), s, p, d)
     launch(fn, [x, w, None if b is None else np.ascontiguousarray(b), y], [n, c, h, wd, o, ho, wo])
     return y
 
@@ -256,7 +265,7 @@ def direct_grad_weight(
     k = c * kh * kw
     threads = max(1, min(len(os.sched_getaffinity(0)), n))
     part = np.zeros((threads, o, k), dtype=g.dtype)  # blocks of threads that never start stay 0
-    fn = function(_direct_source(g.dtype, (kh, kw), s, p, d, _DIRECT_GRAD_WEIGHT))
+    fn = function(_direct_grad_weight_source, (g.dtype,), (kh, kw), s, p, d)
     launch(fn, [g, x, part], [n, c, h, wd, o, ho, wo, threads])
     res = out if out is not None else np.empty((o, c, kh, kw), dtype=g.dtype)
     np.sum(part, axis=0, out=res.reshape(o, k))

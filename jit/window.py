@@ -18,6 +18,7 @@ the reference kernel.
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -257,16 +258,18 @@ def _im2col_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
     )
 
 
-_built: dict[tuple, Callable] = {}
+@functools.cache
+def _compiled(build: Callable[..., str], *args: Any) -> Callable:
+    return compile_c.build(build(*args))
 
 
-def function(source: str) -> Callable:
-    """The compiled `lg_kernel` of a source (built once per process, kept in the kernel store)."""
-    fn = _built.get((source,))
-    if fn is None:
-        fn = compile_c.build(source)
-        _built[(source,)] = fn
-    return fn
+def function(build: Callable[..., str], dtypes: tuple, *geometry_args: Pair) -> Callable:
+    """The compiled `lg_kernel` of build(*dtypes, *window): source built and loaded once per structure.
+
+    Launches look it up by the builder and its arguments, so a chunked convolution does not
+    rebuild and rehash the source on every chunk.
+    """
+    return _compiled(build, *dtypes, *(tuple(int(v) for v in a) for a in geometry_args))
 
 
 def launch(fn: Callable, arrays: list[np.ndarray | None], dims: list[int]) -> None:
@@ -287,7 +290,7 @@ def _max_pool2d(x: np.ndarray, *, kernel_size: Pair, stride: Pair, padding: Pair
     n, c, h, w = x.shape
     ho, wo = out_hw((h, w), kernel_size, stride, padding, dilation)
     y = _out((n, c, ho, wo), x.dtype, out)
-    fn = function(_pool_source(x.dtype, kernel_size, stride, padding, dilation))
+    fn = function(_pool_source, (x.dtype,), kernel_size, stride, padding, dilation)
     launch(fn, [x, y], [n * c, h, w, ho, wo])
     return y
 
@@ -309,7 +312,7 @@ def _max_pool2d_grad(
     n, c, h, w = x.shape
     ho, wo = g.shape[2:]
     gi = _out(x.shape, g.dtype, out)
-    fn = function(_pool_grad_source(g.dtype, x.dtype, kernel_size, stride, padding, dilation))
+    fn = function(_pool_grad_source, (g.dtype, x.dtype), kernel_size, stride, padding, dilation)
     launch(fn, [g, x, gi], [n * c, h, w, ho, wo])
     return gi
 
@@ -319,7 +322,7 @@ def im2col_into(x: np.ndarray, cols: np.ndarray, k: Pair, s: Pair, p: Pair, d: P
     x = np.ascontiguousarray(x)
     n, c, h, wd = x.shape
     ho, wo = cols.shape[1:3]
-    fn = function(_im2col_source(x.dtype, k, s, p, d))
+    fn = function(_im2col_source, (x.dtype,), k, s, p, d)
     launch(fn, [x, cols], [n, c, h, wd, ho, wo])
 
 

@@ -23,6 +23,7 @@ one source output feeds the other's inputs), and equal nodes are merged afterwar
 from __future__ import annotations
 
 import itertools
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -69,15 +70,15 @@ def rewrite(sg: SGraph, name: str, build: Callable[[SGraph], dict[int, int]]) ->
     return g
 
 
-class Rule:
+class Rule(ABC):
     """A substitution: `roots` are the operators a match starts from (the pass's condition)."""
 
     name = "rule"
     roots: tuple[str, ...] = ()
 
+    @abstractmethod
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
         """One rewritten graph per match (each rule kind defines its own matcher)."""
-        raise NotImplementedError(f"{type(self).__name__} must define rewrites")
 
 
 def _subsets(items: list[int], groups: list[list[int]]) -> Iterator[tuple[int, ...]]:
