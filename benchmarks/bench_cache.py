@@ -145,7 +145,7 @@ def bench_mnist(batch: int, steps: int, repeats: int) -> dict[str, Any]:
 
     def capturing(roots: list) -> None:
         if "costs" not in captured and captured.get("armed"):
-            extra = [s.node for s in list(executor._deferred) if s.node.buffer is None]
+            extra = [s.node for s in executor.deferred() if s.node.buffer is None]
             captured["costs"] = costs_of([*roots, *extra], repeats)
         real(roots)
 

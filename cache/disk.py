@@ -1,4 +1,5 @@
-"""The on-disk store: one file per structural key, shared safely by several processes.
+"""The on-disk store of transformation graphs: one file per structural key, shared safely by
+several processes, under the cache root that ops/storage.py decides (with the kernels).
 
 File format (nothing in it can execute code):
 
@@ -8,10 +9,14 @@ The payload holds the format number, the library version tag, the whole key (com
 with the live key on every load), the variants' transformation graphs and some counts.
 File names hash the version tag with the key, so entries of another library version are
 never read. Writes go to a temporary file in the same directory and are moved into place
-with `os.replace`, so readers see a whole old file or a whole new one. A short, garbled,
-mismatching or undecodable file is reported once (through `report`), ignored, and rewritten
-by the next miss. The directory has a byte limit; least recently used files go first
-(a hit refreshes the file's modification time).
+with `os.replace`, so readers see a whole old file or a whole new one. A file is read once
+from a descriptor opened without following links, after checking that it is a regular file
+of this user that no one else can write, under a size cap (ops/storage.py). A short,
+garbled, mismatching, undecodable or foreign file, or a payload outside the schema, is
+reported once (through `report`), deleted, and rewritten by the next miss. Graph entries
+and compiled kernels share one byte limit; least recently used files go first (a hit
+refreshes the file's modification time). A store that cannot be used costs one warning;
+the process then caches in memory only.
 """
 
 from __future__ import annotations
@@ -27,13 +32,17 @@ from typing import Any
 from cache.plan import TransformationGraph
 from cache.recipe import RecipeError
 from cache.store import Entry, digest_of
+from ops import storage
 from ops.fileio import atomic_write
 
 FORMAT = 1
 MAGIC = b"LGC1"
-SUFFIX = ".lgc"
-DEFAULT_LIMIT = 256 * 1024 * 1024
+SUFFIX = storage.GRAPH_SUFFIX
+DEFAULT_LIMIT = storage.DEFAULT_LIMIT_MB * 2**20
+ENTRY_CAP = 256 * 2**20  # one entry may not claim more memory than this when read
 RUN_LOGS_KEPT = 20
+_PAYLOAD_KEYS = {"format", "version", "key", "created", "meta", "variants"}
+_VARIANT_KEYS = {"nodes", "order", "pmap", "guards", "passes", "p_size", "artifacts"}
 
 
 class CorruptEntry(ValueError):
@@ -41,27 +50,8 @@ class CorruptEntry(ValueError):
 
 
 def default_dir() -> Path:
-    """$LAZYGRAPH_CACHE_DIR, else lazygraph/ under the user's cache directory."""
-    env = os.environ.get("LAZYGRAPH_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "lazygraph"
-
-
-def version_tag(parts: list[str], dirs: list[Path]) -> str:
-    """A tag that changes with the library: given version strings plus the sources' bytes."""
-    h = hashlib.sha256(f"format {FORMAT}\n".encode())
-    for p in parts:
-        h.update(p.encode() + b"\n")
-    for d in dirs:
-        for f in sorted(d.rglob("*.py")):
-            h.update(str(f.relative_to(d)).encode() + b"\0")
-            try:
-                h.update(f.read_bytes())
-            except OSError:
-                pass
-    return h.hexdigest()[:16]
+    """The cache root: $LAZYGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/lazygraph, else ~/.cache/lazygraph."""
+    return storage.cache_root()
 
 
 def encode(payload: dict) -> bytes:
@@ -88,9 +78,41 @@ def decode(data: bytes) -> dict:
         payload = json.loads(body)
     except ValueError as e:
         raise CorruptEntry(f"bad JSON: {e}") from None
+    except RecursionError:
+        raise CorruptEntry("JSON nested too deeply") from None
     if not isinstance(payload, dict):
         raise CorruptEntry("payload is not an object")
     return payload
+
+
+def check_schema(payload: dict) -> None:
+    """Raise CorruptEntry unless the payload has exactly the fields, types and ranges we write.
+
+    Transformation graphs are checked further as they are decoded (`TransformationGraph.from_json`).
+    """
+    if set(payload) != _PAYLOAD_KEYS:
+        raise CorruptEntry(f"payload fields {sorted(payload)} are not {sorted(_PAYLOAD_KEYS)}")
+    if type(payload["format"]) is not int or not isinstance(payload["version"], str):
+        raise CorruptEntry("bad format or version field")
+    if not isinstance(payload["created"], (int, float)) or not isinstance(payload["meta"], dict):
+        raise CorruptEntry("bad created or meta field")
+    variants = payload["variants"]
+    if not isinstance(variants, list) or not 1 <= len(variants) <= 64:
+        raise CorruptEntry("variants must be a list of 1 to 64 transformation graphs")
+    for v in variants:
+        if not isinstance(v, dict) or set(v) != _VARIANT_KEYS:
+            raise CorruptEntry("a variant does not have the transformation graph's fields")
+        if type(v["p_size"]) is not int or not isinstance(v["artifacts"], dict):
+            raise CorruptEntry("bad p_size or artifacts")
+        for name in ("nodes", "order", "pmap", "guards", "passes"):
+            if not isinstance(v[name], list):
+                raise CorruptEntry(f"{name} is not a list")
+        if not all(type(i) is int for i in v["order"]) or not all(type(i) is int for i in v["pmap"]):
+            raise CorruptEntry("order and pmap must hold integers")
+        if not all(isinstance(n, list) and n for n in v["nodes"]):
+            raise CorruptEntry("a node is not a non-empty list")
+        if not all(isinstance(p, str) for p in v["passes"]):
+            raise CorruptEntry("passes must be names")
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -99,18 +121,16 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 class DiskStore:
-    """Entries under `root/graphs`, run logs under `root/runs`."""
+    """Entries under `root/graphs`, run logs under `root/runs` (kernels: jit/store.py)."""
 
     def __init__(self, root: Path, version: str, limit: int = DEFAULT_LIMIT, report: Callable | None = None):
         self.root = Path(root)
-        self.graphs = self.root / "graphs"
-        self.runs = self.root / "runs"
+        self.graphs = self.root / storage.GRAPHS
+        self.runs = self.root / storage.RUNS
         self.version = version
-        self.limit = limit
+        self.limit = limit  # bytes, shared with the compiled kernels under the same root
         self.report = report or (lambda msg: None)
         self._reported: set[str] = set()
-        self._approx_bytes: int | None = None
-        self._writes_since_scan = 0
 
     def path_for(self, text: str) -> Path:
         """The file of a key (as JSON) in this library version."""
@@ -123,24 +143,36 @@ class DiskStore:
 
     def load(self, key: tuple, skey: tuple, text: str) -> tuple[Entry | None, bool]:
         """The stored entry for this key (flat, structural, JSON), and whether a file was corrupt."""
+        if storage.open_dir(self.root, storage.GRAPHS) is None:
+            return None, False
         path = self.path_for(text)
         try:
-            data = path.read_bytes()
-        except OSError:
+            data = storage.read_entry(path, ENTRY_CAP)
+        except storage.BadEntry as e:
+            self._drop(path, str(e))
+            return None, True
+        except OSError as e:
+            storage.failed(self.root, e, "reading a cached graph")
+            return None, False
+        if data is None:
             return None, False
         try:
             payload = decode(data)
             if payload.get("format") != FORMAT or payload.get("version") != self.version:
                 return None, False  # another library version (or a forced hash collision)
-            if json.dumps(payload.get("key"), separators=(",", ":")) != text:
+            check_schema(payload)
+            if json.dumps(payload["key"], separators=(",", ":")) != text:
                 return None, False  # same file name, different key: a hash collision
             entry = Entry(key, skey, text)
             for v in reversed(payload["variants"]):
                 entry.add(TransformationGraph.from_json(v, skey[0]))
             if not entry.variants:
                 raise CorruptEntry("no variants")
-        except (CorruptEntry, RecipeError, KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
-            self._corrupt(path, str(e) or type(e).__name__)
+        except (CorruptEntry, RecipeError, RecursionError) as e:
+            self._drop(path, str(e) or type(e).__name__)
+            return None, True
+        except Exception as e:  # whatever a damaged entry provokes, it is never fatal
+            self._drop(path, f"{type(e).__name__}: {e}")
             return None, True
         try:
             os.utime(path)  # least recently used eviction reads modification times
@@ -148,8 +180,12 @@ class DiskStore:
             pass
         return entry, False
 
+    def _drop(self, path: Path, why: str) -> None:
+        self._corrupt(path, why)
+        storage.discard(path)
+
     def save(self, entry: Entry, meta: dict[str, Any]) -> None:
-        """Write the entry (all its variants) atomically; evict if over the limit."""
+        """Write the entry (all its variants) atomically; evict past the shared limit."""
         payload = {
             "format": FORMAT,
             "version": self.version,
@@ -159,18 +195,14 @@ class DiskStore:
             "variants": [p.tgraph.to_json() for p in entry.variants],
         }
         data = encode(payload)
-        path = self.path_for(entry.json)
-        try:
-            self.graphs.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, data)
-        except OSError as e:
-            self._corrupt(path, f"cannot write: {e}")
+        if storage.open_dir(self.root, storage.GRAPHS) is None:
             return
-        self._writes_since_scan += 1
-        if self._approx_bytes is not None:
-            self._approx_bytes += len(data)
-        if self._approx_bytes is None or self._approx_bytes > self.limit or self._writes_since_scan >= 100:
-            self.evict()
+        try:
+            write_atomic(self.path_for(entry.json), data)
+        except OSError as e:
+            storage.failed(self.root, e, "writing a cached graph")
+            return
+        storage.note_write(self.root, len(data), self.limit)
 
     def files(self) -> list[tuple[Path, int, float]]:
         """(path, bytes, mtime) of every entry file."""
@@ -182,41 +214,19 @@ class DiskStore:
         for d in it:
             if d.name.endswith(SUFFIX) and not d.name.startswith("."):
                 try:
-                    st = d.stat()
+                    st = d.stat(follow_symlinks=False)
                 except OSError:
                     continue
                 out.append((Path(d.path), st.st_size, st.st_mtime))
         return out
 
     def evict(self) -> int:
-        """Delete least recently used files until under 80% of the limit; returns how many."""
-        files = self.files()
-        total = sum(s for _, s, _ in files)
-        self._writes_since_scan = 0
-        removed = 0
-        if total > self.limit:
-            for path, size, _ in sorted(files, key=lambda f: f[2]):
-                if total <= 0.8 * self.limit:
-                    break
-                try:
-                    path.unlink()
-                except OSError:
-                    continue
-                total -= size
-                removed += 1
-        self._sweep_temporaries()
-        self._approx_bytes = total
-        return removed
+        """Delete least recently used graphs and kernels until under 80% of the limit; returns how many."""
+        return storage.evict(self.root, self.limit)
 
-    def _sweep_temporaries(self) -> None:
-        # Temporary files of writers that died mid-write; an hour is far longer than a write.
-        now = time.time()
-        try:
-            for d in os.scandir(self.graphs):
-                if d.name.startswith(".tmp-") and now - d.stat().st_mtime > 3600:
-                    os.unlink(d.path)
-        except OSError:
-            pass
+    def usage(self) -> dict:
+        """Entries and bytes of graphs and kernels under this root (`cache stats`)."""
+        return storage.usage(self.root)
 
     def listing(self) -> list[dict]:
         """Every entry file, decoded when possible (for `python -m lazygraph cache list`)."""
@@ -224,7 +234,10 @@ class DiskStore:
         for path, size, mtime in sorted(self.files(), key=lambda f: -f[2]):
             row: dict[str, Any] = {"file": path.name, "bytes": size, "last_used": mtime}
             try:
-                payload = decode(path.read_bytes())
+                data = storage.read_entry(path, ENTRY_CAP)
+                if data is None:
+                    continue
+                payload = decode(data)
                 variants = payload["variants"]
                 first = variants[0] if variants else {}
                 row.update(
@@ -237,35 +250,30 @@ class DiskStore:
                     created=payload.get("created"),
                     optimize_seconds=payload.get("meta", {}).get("optimize_seconds"),
                 )
-            except (OSError, CorruptEntry, KeyError, TypeError, IndexError, AttributeError) as e:
+            except (
+                OSError,
+                ValueError,
+                KeyError,
+                TypeError,
+                IndexError,
+                AttributeError,
+                RecursionError,
+            ) as e:
                 row.update(status=f"corrupt ({e})")
             rows.append(row)
         return rows
 
     def clear(self) -> int:
-        """Delete every entry file, temporary file and run log; returns how many files."""
-        n = 0
-        for d in (self.graphs, self.runs):
-            try:
-                names = list(os.scandir(d))
-            except OSError:
-                continue
-            for f in names:
-                if f.is_file():
-                    try:
-                        os.unlink(f.path)
-                        n += 1
-                    except OSError:
-                        pass
-        self._approx_bytes = 0
-        return n
+        """Delete every graph entry, run log and compiled kernel; returns how many files."""
+        return storage.clear(self.root)
 
     # -- run logs: what `python -m lazygraph cache stats|plot` shows about past runs ---------
 
     def save_run(self, record: dict) -> Path | None:
         """Write one process's statistics and history; keep the newest few logs."""
+        if storage.open_dir(self.root, storage.RUNS) is None:
+            return None
         try:
-            self.runs.mkdir(parents=True, exist_ok=True)
             name = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
             path = self.runs / name
             write_atomic(path, json.dumps(record, separators=(",", ":")).encode())
@@ -284,8 +292,9 @@ class DiskStore:
             return None
         for p in logs:
             try:
-                record = json.loads(p.read_bytes())
-            except (OSError, ValueError):
+                data = storage.read_entry(p, ENTRY_CAP)
+                record = json.loads(data) if data is not None else None
+            except (OSError, ValueError, RecursionError):
                 continue
             if isinstance(record, dict):
                 record["file"] = str(p)

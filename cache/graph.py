@@ -70,8 +70,10 @@ class QNode:
 class Graph:
     """Q under construction: nodes (inputs first), outputs (one per root), P slot -> node."""
 
-    def __init__(self, w: Walk) -> None:
+    def __init__(self, w: Walk, held: set[int] | frozenset = frozenset()) -> None:
         self.pnodes: list[Node] = w.nodes
+        #: P slots whose values the evaluation memoizes (live arrays hold them): kept computed
+        self.held = held
         self.tokens = w.tokens
         self.nodes: list[QNode] = []
         for p, (node, tok) in enumerate(zip(w.nodes, self.tokens)):
@@ -172,9 +174,12 @@ class Graph:
         self.nodes = postorder(self.nodes)
 
     def live_ids(self) -> set[int]:
-        """ids of the nodes some output depends on (passes skip dead nodes; `dce` drops them)."""
+        """ids of the nodes some output or held value depends on (passes skip dead nodes; `dce` drops them)."""
         live: set[int] = set()
-        stack = list(self.outputs)
+        # A value a live array holds (a gradient, an intermediate the user kept) is memoized by
+        # the evaluation, so it stays computed even when no requested output reads it.
+        pmap = self.pmap
+        stack = [*self.outputs, *(pmap[p] for p in self.held if pmap[p] is not None)]
         while stack:
             n = stack.pop()
             if id(n) in live:
@@ -222,7 +227,9 @@ class Graph:
         """Q as a transformation graph: canonical order (from the outputs), recovery per node."""
         order: list[QNode] = []
         index: dict[int, int] = {}
-        for root in self.outputs:
+        pmap = self.pmap
+        held = [pmap[p] for p in sorted(self.held) if pmap[p] is not None]
+        for root in [*self.outputs, *held]:
             if id(root) in index:
                 continue
             stack = [(root, iter(root.inputs))]

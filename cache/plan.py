@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from cache.meter import Layout, Meter, owner
-from cache.recipe import CONSTRUCTORS, Recipe, RecipeError, compile_guard
+from cache.recipe import CONSTRUCTORS, VALIDATORS, Recipe, RecipeError, compile_guard
 from ops.base import REGISTRY
 from ops.movement import write_through
 from ops.node import Node
@@ -118,6 +118,8 @@ class TransformationGraph:
             nodes, order, pmap, list(d["guards"]), [str(s) for s in d["passes"]], p_size, d.get("artifacts")
         )
         tg.validate_order(order)
+        for check in list(VALIDATORS.values()):  # what constructors stored must fit the key
+            check(tg, tokens)
         return tg
 
     def validate_order(self, order: list[int]) -> None:
@@ -296,14 +298,16 @@ class Plan:
                     else:
                         v = fn(*[vals[k] for k in ins], **attrs)
             except Exception as e:
-                raise _kernel_error(e, nodes, src, ins, vals) from e
+                raise _kernel_error(e, nodes, src, ins, vals, out) from e
             if type(v) is not np.ndarray:
                 v = np.asarray(v)
             if v.shape != shape or v.dtype != dtype:
                 name = nodes[src].op.name if src >= 0 else "new node"
-                raise EvaluationError(
+                err = EvaluationError(
                     f"internal error: {name} produced {v.shape} {v.dtype}, recorded as {shape} {dtype}"
                 )
+                err.failed_step = (src, out)
+                raise err
             vals[out] = v
             if meter is not None:
                 meter.step(i, v, ins, out, shape, dtype)
@@ -353,8 +357,12 @@ def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np
     return write_through(base, vals[ins[1]], idx, attrs.get("view"), attrs.get("index"))
 
 
-def _kernel_error(e: Exception, nodes: list[Node], src: int, ins: tuple, vals: list) -> Exception:
-    """Name the op and its operands, keeping the exception type for the common cases."""
+def _kernel_error(e: Exception, nodes: list[Node], src: int, ins: tuple, vals: list, out: int) -> Exception:
+    """Name the op and its operands, keeping the exception type for the common cases.
+
+    `failed_step` = (P slot or -1, Q slot) tells the caller which step failed, so it can
+    undo the writes that depend on it and name the line that recorded it.
+    """
     if src >= 0:
         node = nodes[src]
         name = node.op.name
@@ -363,7 +371,9 @@ def _kernel_error(e: Exception, nodes: list[Node], src: int, ins: tuple, vals: l
         name = "new node"
         shapes = ", ".join(f"{np.shape(vals[i])}" for i in ins)
     cls = type(e) if type(e) in (IndexError, ValueError, TypeError) else EvaluationError
-    return cls(f"{name} failed at evaluation: {e} (operands: {shapes})")
+    err = cls(f"{name} failed at evaluation: {e} (operands: {shapes})")
+    err.failed_step = (src, out)
+    return err
 
 
 def copy_op(opname: str) -> Any:

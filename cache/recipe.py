@@ -189,6 +189,16 @@ def register_constructor(name: str, build: Callable[[Recipe, dict], Callable]) -
     CONSTRUCTORS[name] = build
 
 
+#: name -> check(transformation graph, key tokens): raises RecipeError when what a constructor
+#: stored beside its recipes (e.g. a fused region's description) does not fit the key's graph
+VALIDATORS: dict[str, Callable[[Any, tuple], None]] = {}
+
+
+def register_validator(name: str, check: Callable[[Any, tuple], None]) -> None:
+    """Check every transformation graph read from disk against the key it is stored under."""
+    VALIDATORS[name] = check
+
+
 def _op_ctor(recipe: Recipe, artifacts: dict) -> Callable:
     """The default constructor: a registered operator's reference kernel."""
     return REGISTRY[recipe.op].kernel

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -55,13 +56,22 @@ class History:
 
 
 class Stats:
-    """Hits, misses and where the time went, since start (or the last reset)."""
+    """Hits, misses and where the time went, since start (or the last reset).
+
+    Shared by every thread of the process: counters change under `lock` (the executor also
+    takes it for the few counters it updates itself), so no evaluation's figures are lost.
+    """
 
     def __init__(self) -> None:
+        self.lock = threading.RLock()
         self.reset()
 
     def reset(self) -> None:
         """Zero everything."""
+        with self.lock:
+            self._reset()
+
+    def _reset(self) -> None:
         self.started = time.time()
         self.hits = 0
         self.misses = 0
@@ -85,6 +95,10 @@ class Stats:
 
     def record_memory(self, predicted: int, measured: int, reused: int, inplace: int) -> None:
         """Account one metered evaluation: its predicted and measured peak bytes."""
+        with self.lock:
+            self._record_memory(predicted, measured, reused, inplace)
+
+    def _record_memory(self, predicted: int, measured: int, reused: int, inplace: int) -> None:
         self.metered += 1
         self.peak_predicted = max(self.peak_predicted, predicted)
         self.peak_measured = max(self.peak_measured, measured)
@@ -95,7 +109,13 @@ class Stats:
     def record(
         self, outcome: str, entry: Entry | None, hash_s: float, prep_s: float, run_s: float, n: int
     ) -> None:
-        """Account one evaluation: outcome is hit, disk, miss or off."""
+        """Account one evaluation (outcome hit, disk, miss or off), and its entry's use on a hit."""
+        with self.lock:
+            self._record(outcome, entry, hash_s, prep_s, run_s, n)
+
+    def _record(
+        self, outcome: str, entry: Entry | None, hash_s: float, prep_s: float, run_s: float, n: int
+    ) -> None:
         self.hash_seconds += hash_s
         self.run_seconds += run_s
         if outcome == "hit" or outcome == "disk":
@@ -109,15 +129,23 @@ class Stats:
                 self.misses += 1
             else:
                 self.uncached += 1
+        hit = outcome == "hit" or outcome == "disk"
         if entry is not None:
             self.used[entry.digest] = entry
-        hit = outcome == "hit" or outcome == "disk"
+            entry.last_used = time.perf_counter()
+            if hit:
+                entry.hits += 1
+                entry.replay_seconds += prep_s
         self.history.add(
             time.time() - self.started, hit, hash_s, prep_s if hit else 0.0, 0.0 if hit else prep_s, run_s, n
         )
 
     def summary(self, per_entry: bool = True) -> dict[str, Any]:
         """The figures `lg.cache.stats()` returns."""
+        with self.lock:
+            return self._summary(per_entry)
+
+    def _summary(self, per_entry: bool) -> dict[str, Any]:
         looked_up = self.hits + self.misses
         out: dict[str, Any] = {
             "hits": self.hits,
@@ -146,4 +174,5 @@ class Stats:
 
     def history_rows(self) -> list[list]:
         """The history as JSON-ready rows (see `History`)."""
-        return [list(r) for r in self.history.all_rows()]
+        with self.lock:
+            return [list(r) for r in self.history.all_rows()]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
+from collections.abc import Callable
 
 from cache import key as keymod
 from cache.key import Key
@@ -67,11 +69,18 @@ class Entry:
                 return plan
         return None
 
-    def add(self, tg: TransformationGraph) -> Plan:
-        """A new variant (the newest is tried first: it was made for the latest sizes)."""
+    def add(self, tg: TransformationGraph, prepare: Callable[[Plan], object] | None = None) -> Plan:
+        """A new variant (the newest is tried first: it was made for the latest sizes).
+
+        `prepare` finishes the plan (e.g. reorders it) before other threads can select it:
+        a plan is never changed once it is published.
+        """
         plan = Plan(tg, self.skey[0])
-        self.variants.insert(0, plan)
-        del self.variants[8:]  # a key whose guards keep failing: keep the recent variants
+        if prepare is not None:
+            prepare(plan)
+        with _VARIANTS_LOCK:
+            # a new list, not an insert: a thread iterating the old one in `select` is undisturbed
+            self.variants = [plan, *self.variants[:7]]  # keep the recent variants of a key
         return plan
 
     def summary(self) -> dict:
@@ -93,35 +102,47 @@ class Entry:
         }
 
 
+#: guards every Entry's variant list (a rare write: once per miss)
+_VARIANTS_LOCK = threading.Lock()
+
+
 class MemoryStore:
-    """Entries of this process, by full key (oldest dropped past `capacity`)."""
+    """Entries of this process, by full key (oldest dropped past `capacity`).
+
+    Shared by every thread: each method holds the store's lock (a hit costs one uncontended
+    acquire); entries and plans are shared, never copied, and never changed once published.
+    """
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
         self._buckets: dict[int, list[Entry]] = {}
         self._count = 0
+        self._lock = threading.RLock()
 
     def get(self, key: Key) -> Entry | None:
         """The entry for exactly this key."""
-        bucket = self._buckets.get(keymod.key_hash(key))
-        if bucket:
-            for e in bucket:
-                if e.key == key:
-                    return e
+        h = keymod.key_hash(key)
+        with self._lock:
+            bucket = self._buckets.get(h)
+            if bucket:
+                for e in bucket:
+                    if e.key == key:
+                        return e
         return None
 
     def put(self, entry: Entry) -> None:
         """Insert or replace the entry for entry.key."""
         h = keymod.key_hash(entry.key)
-        bucket = self._buckets.setdefault(h, [])
-        for i, e in enumerate(bucket):
-            if e.key == entry.key:
-                bucket[i] = entry
-                return
-        bucket.append(entry)
-        self._count += 1
-        if self._count > self.capacity:
-            self._evict()
+        with self._lock:
+            bucket = self._buckets.setdefault(h, [])
+            for i, e in enumerate(bucket):
+                if e.key == entry.key:
+                    bucket[i] = entry
+                    return
+            bucket.append(entry)
+            self._count += 1
+            if self._count > self.capacity:
+                self._evict()
 
     def _evict(self) -> None:
         """Drop the least recently used quarter (rare: only programs with many structures)."""
@@ -135,12 +156,14 @@ class MemoryStore:
 
     def entries(self) -> list[Entry]:
         """All entries, in insertion order per bucket."""
-        return [e for bucket in self._buckets.values() for e in bucket]
+        with self._lock:
+            return [e for bucket in self._buckets.values() for e in bucket]
 
     def clear(self) -> None:
         """Forget everything."""
-        self._buckets.clear()
-        self._count = 0
+        with self._lock:
+            self._buckets.clear()
+            self._count = 0
 
     def __len__(self) -> int:
         return self._count

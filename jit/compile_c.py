@@ -1,11 +1,42 @@
 """The system C compiler: C source -> shared library -> ctypes function.
 
 The compiler is $CC, else the first of cc, gcc, clang on PATH; none means the JIT is
-unavailable and regions run op by op on NumPy (the caller warns once). Flags keep NumPy's
-floating-point meaning: no -ffast-math (NaN, inf and signed zeros behave), -fno-math-errno
-so math calls can vectorise, -fwrapv so integer overflow wraps as NumPy's does, OpenMP for
-the parallel and simd loops, and -march=native because kernels are built where they run
-(the architecture is part of the store key).
+unavailable and regions run op by op on NumPy (the caller warns once).
+
+Flags keep NumPy's bits (docs/reliability.md, "Numeric contract"). Every flag is either
+value-preserving or asked for:
+- `-ffp-contract=off`: C allows `a * b + c` to become one fused multiply-add (one rounding
+  instead of two), and gcc does so by default in GNU C mode when `-march=native` offers FMA;
+  NumPy rounds the product, so contraction is off.
+- no `-ffast-math` family (`-funsafe-math-optimizations`, `-fassociative-math`,
+  `-ffinite-math-only`, `-fno-signed-zeros`, `-freciprocal-math`): each changes results.
+- `-fno-math-errno`: math functions need not set `errno`, so sqrt becomes the sqrt
+  instruction (correctly rounded, like libm's) and loops calling libm can vectorise; the
+  values are those of the same functions, only the `errno` side effect goes.
+- `-fno-trapping-math`: the compiler may assume floating-point operations do not trap, so it
+  may evaluate them speculatively; the default rounding mode is still assumed
+  (`-fno-rounding-math`), so every value is the IEEE one and only exception flags, which no
+  kernel reads, may differ.
+- `-fwrapv`: signed integer overflow wraps, as NumPy's does.
+- `-march=native`: kernels are built where they run (the architecture is part of the store
+  key); it selects instructions (vector width, FMA available), and with contraction off and
+  no reassociation allowed every instruction computes the IEEE result of the C expression.
+- `-mprefer-vector-width=512` where the CPU has AVX-512: libmvec has one variant of each
+  function per vector width (`_ZGVdN8v_expf` for 256 bits, `_ZGVeN16v_expf` for 512), and
+  they differ in the last bit for many inputs; the compiler picks the variant from a loop's
+  vector length, which with 256-bit preference depends on the dtypes a loop mixes (a float64
+  exp fused with float32 work took the 512-bit one). With 512-bit vectors preferred every
+  loop uses the 512-bit variants, so a function's value does not depend on what it is fused
+  with. It changes instruction selection only.
+- `-fopenmp` for the parallel and simd loops; reductions whose order matters are written
+  in a fixed order by the renderers (jit/render.py), never left to OpenMP.
+
+Vector math (glibc's libmvec, `-lmvec`) is used in both modes; by default only in block loops
+that send every element through the vector function (jit/render_block.py).
+LAZYGRAPH_FAST_MATH=1 (off by default) adds `-ffp-contract=fast`, lets float sums and
+products use OpenMP reductions (an order that depends on the thread count) and lets any loop
+call libmvec, its remainder the scalar libm (jit/render_c.py): faster, not NumPy's bits. The flags are part of the
+store key, so the two modes never share a binary.
 """
 
 from __future__ import annotations
@@ -65,6 +96,45 @@ def _cpu_arch() -> str:
 
 BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-std=gnu11"]
 
+#: the flag that keeps `a * b + c` two roundings (NumPy's bits), and its fast-math opposite
+EXACT_FLAGS = ["-ffp-contract=off"]
+FAST_FLAGS = ["-ffp-contract=fast"]
+
+#: flags that change floating-point results; never passed (a test checks the flag list)
+VALUE_CHANGING = (
+    "-ffast-math",
+    "-Ofast",
+    "-funsafe-math-optimizations",
+    "-fassociative-math",
+    "-freciprocal-math",
+    "-ffinite-math-only",
+    "-fno-signed-zeros",
+    "-ffp-contract=fast",
+    "-ffp-contract=on",
+    "-fcx-limited-range",
+)
+
+
+def fast_math() -> bool:
+    """LAZYGRAPH_FAST_MATH: True opts out of NumPy's bits for speed (off by default)."""
+    raw = os.environ.get("LAZYGRAPH_FAST_MATH", "").strip().lower()
+    if raw in ("", "0", "false", "off", "no"):
+        return False
+    if raw in ("1", "true", "on", "yes"):
+        return True
+    raise ValueError(
+        f"LAZYGRAPH_FAST_MATH={os.environ['LAZYGRAPH_FAST_MATH']!r} is not valid: expected 0 or 1 "
+        "(also false/true, off/on, no/yes; unset means 0)"
+    )
+
+
+def flags() -> list[str]:
+    """The compiler flags of the current numeric mode (the probed toolchain's plus the mode's)."""
+    tc = toolchain()
+    if tc is None:
+        return []
+    return tc["flags"] + (FAST_FLAGS if fast_math() else EXACT_FLAGS)
+
 
 def _try(cc: str, flags: list[str], src: str, libs: list[str]) -> bool:
     with tempfile.TemporaryDirectory(prefix="lazygraph-cc-") as d:
@@ -89,9 +159,15 @@ def toolchain() -> dict | None:
     for extra in (["-march=native"], ["-fopenmp"]):
         if _try(cc, flags + extra, probe, ["-lm"]):
             flags += extra
-    mvec = "-fopenmp" in flags and _try(
-        cc, flags, "#pragma omp declare simd notinbranch\nfloat expf(float);\n" + probe, ["-lmvec", "-lm"]
+    # one libmvec variant per function and dtype (module docstring): 512-bit vectors where there are
+    avx512 = "#ifndef __AVX512F__\n#error no AVX-512\n#endif\n" + probe
+    if "-march=native" in flags and _try(cc, flags + ["-mprefer-vector-width=512"], avx512, ["-lm"]):
+        flags.append("-mprefer-vector-width=512")
+    plain = "#pragma omp declare simd notinbranch\nfloat expf(float);\n" + probe
+    alias = '#pragma omp declare simd notinbranch\nfloat lg_vexpf(float) __asm__("expf");\n' + probe.replace(
+        "= expf(", "= lg_vexpf("
     )
+    mvec = "-fopenmp" in flags and all(_try(cc, flags, src, ["-lmvec", "-lm"]) for src in (plain, alias))
     libs = (["-lmvec"] if mvec else []) + ["-lm"]
     return {"cc": cc, "id": ident, "flags": flags, "libs": libs, "mvec": mvec, "arch": _cpu_arch()}
 
@@ -114,13 +190,16 @@ def build(source: str) -> ctypes._CFuncPtr:
     tc = toolchain()
     if tc is None:
         raise CompileError("no C compiler found ($CC, cc, gcc, clang)")
-    key = store.make_key(source, tc["id"], tc["flags"] + tc["libs"], tc["arch"])
+    fl = flags()
+    key = store.make_key(source, tc["id"], fl + tc["libs"], tc["arch"])
     lib = _loaded.get(key)
     if lib is None:
-        path = store.get(key, "so")
-        if path is None:
-            path = store.put(key, "so", _compile(tc, source), {"compiler": tc["id"], "flags": tc["flags"]})
-        lib = ctypes.CDLL(str(path))
+        # loaded from the verified bytes (a private copy), never from the store's path
+        data = store.read(key, "so")
+        if data is None:
+            data = _compile(tc, fl, source)
+            store.put(key, "so", data, {"compiler": tc["id"], "flags": fl})
+        lib = store.load_library(data, key)
         _loaded[key] = lib
     fn = lib.lg_kernel
     fn.argtypes = [ctypes.c_void_p] * 4
@@ -128,17 +207,17 @@ def build(source: str) -> ctypes._CFuncPtr:
     return fn
 
 
-def _compile(tc: dict, source: str) -> bytes:
+def _compile(tc: dict, fl: list[str], source: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="lazygraph-cc-") as d:
         c = os.path.join(d, "kernel.c")
         so = os.path.join(d, "kernel.so")
         with open(c, "w") as f:
             f.write(source)
-        cmd = [tc["cc"], *tc["flags"], c, "-o", so, *tc["libs"]]
+        cmd = [tc["cc"], *fl, c, "-o", so, *tc["libs"]]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             raise CompileError(
-                f"C compiler failed ({' '.join(cmd[:1] + tc['flags'])}):\n{r.stderr.strip()}\n"
+                f"C compiler failed ({' '.join(cmd[:1] + fl)}):\n{r.stderr.strip()}\n"
                 f"--- kernel source ---\n{numbered(source)}"
             )
         with open(so, "rb") as f:

@@ -132,7 +132,9 @@ class Domain:
         self.subcost: dict[int, float] = {}  # price of recomputing a value per element
         self.reduce: list[int] = []  # axes all reductions reduce (raw ids)
         self.has_reduction = False
-        self.merged = False  # an add() unified two axes (members must be rechecked)
+        self.merged = False  # an add() unified two axes members use (members must be rechecked)
+        self.used: set[int] = set()  # representatives of axes some member or its input indexes
+        self.multi: list[Node] = []  # members with two or more axes, and reductions
         self.axes_seen: set[int] = set()
         self.reducers: list[Node] = []
         self._next = 0
@@ -158,7 +160,13 @@ class Domain:
             if self.size[ra] != self.size[rb]:
                 raise NotFusable("axes of different sizes would have to be one loop")
             self.parent[rb] = ra
-            self.merged = True
+            # Only two axes that earlier members already index can give one of them a
+            # diagonal; a fresh axis (a new input's) joining one cannot, and then no member
+            # needs rechecking (rechecking all of them per add is quadratic in region size).
+            if ra in self.used and rb in self.used:
+                self.merged = True
+            elif rb in self.used:
+                self.used.add(ra)
         return ra
 
     def roots(self, node: Node) -> tuple[int, ...]:
@@ -181,6 +189,8 @@ class Domain:
         d.reduce = list(self.reduce)
         d.has_reduction = self.has_reduction
         d.merged = self.merged
+        d.used = set(self.used)
+        d.multi = list(self.multi)
         d.axes_seen = set(self.axes_seen)
         d.reducers = list(self.reducers)
         d._next = self._next
@@ -256,9 +266,12 @@ class Domain:
 
     def _check(self, node: Node) -> None:
         r = self.reduce_roots()
-        # Only a union of two axes can make an earlier member read a diagonal.
-        others = list(self.members.values()) if self.merged else [node]
+        # Only a union of two axes can make an earlier member read a diagonal or keep a
+        # reduced axis, and only members indexing two axes or reducing can be hurt by one.
+        others = [*self.multi, node] if self.merged else [node]
         self.merged = False
+        if node.op.kind != "elementwise" or sum(1 for d in node.shape if d != 1) >= 2:
+            self.multi.append(node)
         for n in others:
             roots = [a for a in self.roots(n) if a >= 0]
             if len(set(roots)) != len(roots):
@@ -271,7 +284,9 @@ class Domain:
                 if len(set(roots)) != len(roots):
                     raise NotFusable("an input would be read along a diagonal")
         for m in (node, *node.inputs):
-            self.axes_seen.update(a for a in self.amap[id(m)] if a >= 0)
+            axes = [a for a in self.amap[id(m)] if a >= 0]
+            self.axes_seen.update(axes)
+            self.used.update(self.find(a) for a in axes)
         if node.op.kind != "elementwise":
             self.reducers.append(node)
         if self.reducers:

@@ -38,6 +38,7 @@ class _Fuser:
         self.group_of: dict[int, _Group] = {}
         self.parent: dict[int, int] = {}
         self.groups: dict[int, _Group] = {}
+        self.merge_adds = 0  # nodes added to domains while merging groups (work counter)
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
@@ -125,11 +126,8 @@ class _Fuser:
             for c in m.inputs:
                 if self.gid(c) not in ids and self.depends_on(c, ids, first):
                     return None
-        dom = Domain()
-        try:
-            for m in members + [n]:
-                dom.add(m)
-        except NotFusable:
+        dom = self._merged_domain(cands, n)
+        if dom is None:
             return None
         keep = cands[0]
         for g in cands[1:]:
@@ -139,6 +137,37 @@ class _Fuser:
         keep.domain = dom
         keep.first = first
         return keep
+
+    def _merged_domain(self, cands: list[_Group], n: Node) -> Domain | None:
+        """The domain of the candidates' members and n together, or None when they are not one kernel.
+
+        Growing a copy of one group's domain by the others' members costs their size, where
+        rebuilding from nothing costs the whole region's (quadratic over a long chain that
+        keeps merging into one region). The base must read no member of the other groups:
+        its domain saw those as external inputs, and their axes and stages would disagree.
+        """
+        others_ids = {id(m) for g in cands for m in g.members}
+        base = None
+        for g in sorted(cands, key=lambda g: -len(g.members)):
+            own = {id(m) for m in g.members}
+            if not any(k in others_ids and k not in own for k in g.domain.amap):
+                base = g
+                break
+        if base is None:
+            dom = Domain()
+            rest = sorted((m for g in cands for m in g.members), key=lambda m: self.pos[id(m)])
+        else:
+            dom = base.domain.copy()
+            rest = sorted(
+                (m for g in cands if g is not base for m in g.members), key=lambda m: self.pos[id(m)]
+            )
+        self.merge_adds += len(rest) + 1
+        try:
+            for m in rest + [n]:
+                dom.add(m)
+        except NotFusable:
+            return None
+        return dom
 
 
 def find_regions(

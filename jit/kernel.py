@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,9 +24,12 @@ import numpy as np
 from jit import astar, compile_c, nvrtc, render_cuda, types
 from jit import layout as lay
 from jit.domain import Domain, NotFusable
+from jit.ir import Par
 from jit.layout import Layout
 from jit.render_c import render_c
+from jit.render_order import ordered_levels
 from jit.spec import Spec, build_spec
+from ops import settings
 from ops.node import Node
 
 
@@ -36,10 +40,7 @@ def enabled() -> bool:
 
 def debug_level() -> int:
     """LAZYGRAPH_DEBUG as an int (the JIT prints kernels at 3)."""
-    try:
-        return int(os.environ.get("LAZYGRAPH_DEBUG", "0") or 0)
-    except ValueError:
-        return 1
+    return settings.debug_level()
 
 
 def log(msg: str) -> None:
@@ -126,9 +127,12 @@ class FusedKernel:
             slot[id(n)] = len(slot)
         self.out_slots = [slot[id(o)] for o in region.outputs]
         self.names = [n.op.name for n in region.nodes]
-        self.variants: dict[Layout, tuple[Any, astar.SearchResult, str]] = {}
+        # keyed by layout and numeric mode (LAZYGRAPH_FAST_MATH may change between calls)
+        self.variants: dict[tuple[Layout, bool], tuple[Any, astar.SearchResult, str]] = {}
         self.cuda_variants: dict[Layout, tuple[str, astar.SearchResult]] = {}
-        self.cuda_fns: dict[Layout, Any] = {}
+        self.cuda_fns: dict[tuple[Layout, bool], Any] = {}
+        # threads share kernels: one builds a layout's variant while the others wait for it
+        self._lock = threading.Lock()
 
     # -- sizes, outputs, layout -----------------------------------------------------------
     def _sizes(self, arrays: list[np.ndarray]) -> dict[int, int]:
@@ -178,9 +182,11 @@ class FusedKernel:
         allarr = arrays + outs
         strides = lay.axis_strides(spec, allarr)
         layout = lay.make_layout(spec, sizes, strides)
-        fn = self.variants.get(layout)
+        fast = compile_c.fast_math()
+        fn = self.variants.get((layout, fast))
         if fn is None:
-            fn = self._build(layout)
+            with self._lock:
+                fn = self.variants.get((layout, fast)) or self._build(layout, fast)
         dims = np.asarray(lay.loop_args(spec, layout, sizes, strides), dtype=np.int64)
         ptrs = (ctypes.c_void_p * max(1, len(allarr)))(*[a.ctypes.data for a in allarr])
         fsa = np.asarray(fs or [0.0], dtype=np.float64)
@@ -188,12 +194,21 @@ class FusedKernel:
         fn[0](ptrs, dims.ctypes.data, fsa.ctypes.data, isa.ctypes.data)
         return outs
 
-    def _build(self, layout: Layout) -> tuple[Any, astar.SearchResult, str]:
+    def _build(self, layout: Layout, fast: bool) -> tuple[Any, astar.SearchResult, str]:
         spec = self.spec
         kir = lay.build_ir(spec, layout, "cpu")
+        # Float sums and products keep NumPy's order (jit/render_order.py): their reduced
+        # loops run in order, so A* spreads the kept loops instead.
+        ordered = ordered_levels(spec, exact=not fast)
+        for lp in kir.loops:
+            if lp.reduces and lp.stage in ordered:
+                lp.options = (Par.SEQUENTIAL,)
         result = astar.astar(kir, astar.cpu_target(lay.dtype_lanes(spec)))
         tc = compile_c.toolchain()
-        source = render_c(spec, layout, result.assignment, mvec=bool(tc and tc["mvec"]))
+        # libmvec's vector functions differ from the scalar libm in the last bit for a few inputs
+        # (acosf near 0): by default only block loops call them, for every element (render_block)
+        mvec = bool(tc and tc["mvec"])
+        source = render_c(spec, layout, result.assignment, mvec=mvec, exact=not fast)
         if debug_level() >= 3:
             log(
                 f"JIT kernel ({len(self.names)} ops: {', '.join(self.names)})\n{kir.describe()}\n"
@@ -201,14 +216,19 @@ class FusedKernel:
             )
         fn = compile_c.build(source)
         entry = (fn, result, source)
-        self.variants[layout] = entry
+        self.variants[(layout, fast)] = entry
         return entry
 
     # -- CUDA -----------------------------------------------------------------------------
     def cuda_source(self, layout: Layout) -> tuple[str, astar.SearchResult]:
         """CUDA source and A* result for a layout (the same IR, searched for the GPU)."""
         entry = self.cuda_variants.get(layout)
-        if entry is None:
+        if entry is not None:
+            return entry
+        with self._lock:
+            entry = self.cuda_variants.get(layout)
+            if entry is not None:
+                return entry
             kir = lay.build_ir(self.spec, layout, "cuda")
             result = astar.astar(kir, astar.CUDA)
             source = render_cuda.render_cuda(self.spec, layout, result.assignment)
@@ -257,11 +277,15 @@ class FusedKernel:
         strides = lay.axis_strides(spec, allarr)
         layout = lay.make_layout(spec, sizes, strides)
         source, result = self.cuda_source(layout)
-        fn = self.cuda_fns.get(layout)
+        mode = (layout, compile_c.fast_math())  # NVRTC's --fmad follows the numeric mode
+        fn = self.cuda_fns.get(mode)
         if fn is None:
-            data, kind = nvrtc.compile_cuda(source)
-            fn = _load_cuda(data, kind)
-            self.cuda_fns[layout] = fn
+            with self._lock:
+                fn = self.cuda_fns.get(mode)
+                if fn is None:
+                    data, kind = nvrtc.compile_cuda(source)
+                    fn = _load_cuda(data, kind)
+                    self.cuda_fns[mode] = fn
         ints = lay.loop_args(spec, layout, sizes, strides)
         extents = ints[: layout.nloops]
         grid, block = render_cuda.launch_config(layout, result.assignment, extents)
@@ -307,15 +331,18 @@ def _load_cuda(data: bytes, kind: str) -> Any:
 
 
 _kernels: dict[tuple, FusedKernel] = {}
+_kernels_lock = threading.Lock()
 
 
 def compile_region(region: Region) -> FusedKernel:
-    """The kernel for `region`'s structure (built once per structure)."""
+    """The kernel for `region`'s structure (built once per structure, whichever thread asks)."""
     sig = signature(region)
     k = _kernels.get(sig)
     if k is None:
-        k = FusedKernel(region)
-        _kernels[sig] = k
+        with _kernels_lock:
+            k = _kernels.get(sig)
+            if k is None:
+                k = _kernels[sig] = FusedKernel(region)
     return k
 
 

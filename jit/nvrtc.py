@@ -6,6 +6,10 @@ CUBIN for its exact architecture (`-arch=sm_XY`), which any driver of that major
 version loads; PTX would need an NVRTC no newer than the driver. Without a device (CI) we
 build PTX for the oldest architecture this NVRTC supports, which checks the kernel compiles.
 Results go to the kernel store keyed by source, NVRTC version, options and architecture.
+
+NVRTC contracts `a * b + c` into one fused multiply-add by default; `--fmad=false` keeps the
+two roundings NumPy makes, unless LAZYGRAPH_FAST_MATH=1 asks for speed (`--fmad=true`). The
+option is part of the store key, so the two modes never share a binary.
 """
 
 from __future__ import annotations
@@ -17,9 +21,14 @@ import importlib.util
 import os
 
 from jit import store
-from jit.compile_c import CompileError, numbered
+from jit.compile_c import CompileError, fast_math, numbered
 
 OPTIONS = ["--std=c++14", "-default-device"]
+
+
+def options() -> list[str]:
+    """NVRTC options of the current numeric mode (no FMA contraction unless fast math is on)."""
+    return OPTIONS + (["--fmad=true"] if fast_math() else ["--fmad=false"])
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,13 +115,13 @@ def compile_cuda(source: str, name: str = "lazygraph_kernel.cu") -> tuple[bytes,
     """(binary, kind) for `source`: from the store, or compiled now."""
     arch, kind = choose_arch()
     ver = version()
-    options = OPTIONS + [arch]
-    key = store.make_key(source, f"nvrtc-{ver[0]}.{ver[1]}", options, arch)
+    opts = options() + [arch]
+    key = store.make_key(source, f"nvrtc-{ver[0]}.{ver[1]}", opts, arch)
     data = store.read(key, kind)
     if data is not None:
         return data, kind
-    data = _compile(source, name, options, kind)
-    store.put(key, kind, data, {"nvrtc": f"{ver[0]}.{ver[1]}", "options": options})
+    data = _compile(source, name, opts, kind)
+    store.put(key, kind, data, {"nvrtc": f"{ver[0]}.{ver[1]}", "options": opts})
     return data, kind
 
 

@@ -2,15 +2,29 @@
 
 Assignment to OpenMP: Blocks is `parallel for` (one chunk of iterations per core), Threads is
 `simd` (vector lanes), BlocksAndThreads is `parallel for simd`, Sequential a plain loop.
-Reductions carry OpenMP `reduction` clauses, so vectorised and threaded sums need no
--ffast-math: the reassociation is allowed exactly where the pragma says so. Vector math
-(exp, log, tanh, ...) comes from glibc's libmvec through `declare simd` declarations.
+Vector math (exp, log, tanh, ...) comes from glibc's libmvec where the toolchain has it. Its
+functions differ from the scalar libm's in the last bit for some inputs (acosf near 0), so by
+default a loop that calls them runs in fixed blocks that send every element through the vector
+function (jit/render_block.py); other loops call the scalar libm for every element. Fast math
+declares the plain names `declare simd`, so any loop may vectorise them, tails scalar.
+
+Reductions whose result is the same in any order (integer sums and products, max, min, any,
+all) carry OpenMP `reduction` clauses. Float sums and products are written in NumPy's order
+instead (`OrderedStages`): a sum along a unit-stride innermost axis is NumPy's pairwise
+summation (8 accumulators over blocks of at most 128 elements, combined as its recursion
+combines them), every other float sum and every float product adds (multiplies) one element
+after another in loop order, as NumPy's reduction loops do; outer reduced loops run in
+order. No order depends on the thread count: threads split kept loops, or, for a sum with
+no kept loop, whole subtrees of the pairwise recursion whose partial sums are combined in
+the recursion's order. LAZYGRAPH_FAST_MATH=1 goes back to OpenMP's reductions.
 """
 
 from __future__ import annotations
 
 from jit.ir import Par
 from jit.render import Renderer
+from jit.render_block import MVEC, VectorBlocks, vector_declarations
+from jit.render_order import OrderedStages
 
 PRELUDE = r"""#include <stdint.h>
 #include <tgmath.h>
@@ -56,31 +70,45 @@ LG_FLOAT_HELPERS(float, f32) LG_FLOAT_HELPERS(double, f64)
 #define lg_max_(a, b) (((a) >= (b) || (a) != (a)) ? (a) : (b))
 #define lg_min_(a, b) (((a) <= (b) || (a) != (a)) ? (a) : (b))
 #define lg_clip(x, lo, hi) lg_min_(lg_max_((x), (lo)), (hi))
+/* NumPy's pairwise summation tree over [start, start + n): a node of more than `leaf`
+   elements splits at n2 = n / 2 - (n / 2) % 8; lg_pw_next gives the leaves left to right,
+   each with the number of pending partial sums that close after it (post-order). */
+typedef struct { int64_t s[64], n[64]; int c[64]; int top; int64_t leaf; } lg_pw_t;
+static inline void lg_pw_init(lg_pw_t *it, int64_t start, int64_t n, int64_t leaf) {
+  it->top = 0; it->leaf = leaf;
+  if (n > 0) { it->s[0] = start; it->n[0] = n; it->c[0] = 0; it->top = 1; } }
+static inline int lg_pw_next(lg_pw_t *it, int64_t *s, int64_t *n, int *c) {
+  while (it->top > 0) {
+    const int t = --it->top;
+    const int64_t ts = it->s[t], tn = it->n[t]; const int tc = it->c[t];
+    if (tn <= it->leaf) { *s = ts; *n = tn; *c = tc; return 1; }
+    int64_t n2 = tn / 2; n2 -= n2 % 8;
+    it->s[t] = ts + n2; it->n[t] = tn - n2; it->c[t] = tc + 1;
+    it->s[t + 1] = ts; it->n[t + 1] = n2; it->c[t + 1] = 0;
+    it->top = t + 2;
+  }
+  return 0; }
 """
-
-#: functions glibc's libmvec vectorises (float and double variants)
-MVEC = (
-    "exp", "log", "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf",
-    "expm1", "log1p", "log2", "log10", "exp2", "atan2", "pow",
-)  # fmt: skip
 
 
 def mvec_declarations() -> str:
-    """`declare simd` prototypes so loops calling these functions vectorise."""
+    """`declare simd` prototypes so any loop calling these functions vectorises (fast math)."""
     out = []
-    for f in MVEC:
-        arity = 2 if f in ("atan2", "pow") else 1
+    for f, arity in MVEC.items():
         for t, suffix in (("float", "f"), ("double", "")):
             params = ", ".join([t] * arity)
             out.append(f"#pragma omp declare simd notinbranch\n{t} ({f}{suffix})({params});")
     return "\n".join(out) + "\n"
 
 
-class CRenderer(Renderer):
+class CRenderer(VectorBlocks, OrderedStages, Renderer):
     """OpenMP C (see the module docstring)."""
 
     def open_loop(self, li: int, par: Par, reds: list[int], kept: bool) -> None:
         """`for` with the pragma the assignment asks for."""
+        if kept and li == self.nk - 1 and self.blocked_elementwise():
+            self._inner_par = par  # final() prints this loop as a block loop
+            return
         clause = self.reduction_clause(reds)
         if par is Par.BLOCKS:
             self.emit(f"#pragma omp parallel for schedule(static){clause}")
@@ -91,12 +119,28 @@ class CRenderer(Renderer):
         self.emit(f"for (int64_t i{li} = 0; i{li} < n{li}; i{li}++) {{")
         self.depth += 1
 
+    def close_loop(self, li: int, kept: bool) -> None:
+        """`}`, except for a block loop (closed by itself)."""
+        if not (kept and li == self.nk - 1 and self.blocked_elementwise()):
+            super().close_loop(li, kept)
 
-def render_c(spec, layout, assign: tuple[Par, ...], mvec: bool = True) -> str:  # noqa: ANN001
-    """The complete C source of one kernel."""
+    def final(self, done: set[int]) -> None:
+        """Outputs; a loop computing vector math becomes a block loop."""
+        if self.blocked_elementwise():
+            self.elementwise_block(self._inner_par)
+        elif self.nr and self.calls_vmath(self.final_values() - set(self.stash)):
+            self.final_block()
+        else:
+            super().final(done)
+
+
+def render_c(spec, layout, assign: tuple[Par, ...], mvec: bool = True, exact: bool = True) -> str:  # noqa: ANN001
+    """The complete C source of one kernel; `exact` keeps NumPy's order, `mvec`: libmvec is there."""
     r = CRenderer(spec, layout, assign)
+    r.exact = exact
+    r.vmath = mvec and exact
     body = r.body()
-    head = [PRELUDE, mvec_declarations() if mvec else ""]
+    head = [PRELUDE, (vector_declarations() if exact else mvec_declarations()) if mvec else ""]
     head.append("void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {")
     nl = layout.nloops
     for li in range(nl):

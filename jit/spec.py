@@ -144,7 +144,9 @@ class _Lowering:
         if desc.get("centered"):
             xt = self.cast(x, node.dtype)
             mean = self.reduce(
-                {"combine": "add", "identity": "0", "finish": "{acc} / ({T}){count}"}, node.dtype, xt
+                {"combine": "add", "identity": "0", "finish": "({T})((double){acc} / (double){count})"},
+                node.dtype,
+                xt,
             )
             return self.reduce(desc, node.dtype, xt, center=mean, ddof=float(node.attrs.get("ddof") or 0))
         return self.reduce(desc, node.dtype, x)

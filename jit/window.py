@@ -259,7 +259,8 @@ def _im2col_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
 
 
 @functools.cache
-def _compiled(build: Callable[..., str], *args: Any) -> Callable:
+def _compiled(fast: bool, build: Callable[..., str], *args: Any) -> Callable:
+    # `fast` (the numeric mode) is in the cache key: the library's flags depend on it
     return compile_c.build(build(*args))
 
 
@@ -269,7 +270,8 @@ def function(build: Callable[..., str], dtypes: tuple, *geometry_args: Pair) -> 
     Launches look it up by the builder and its arguments, so a chunked convolution does not
     rebuild and rehash the source on every chunk.
     """
-    return _compiled(build, *dtypes, *(tuple(int(v) for v in a) for a in geometry_args))
+    window = (tuple(int(v) for v in a) for a in geometry_args)
+    return _compiled(compile_c.fast_math(), build, *dtypes, *window)
 
 
 def launch(fn: Callable, arrays: list[np.ndarray | None], dims: list[int]) -> None:

@@ -1,8 +1,9 @@
 """Command line: `python -m lazygraph cache stats|list|clear|plot`.
 
-The cache directory is $LAZYGRAPH_CACHE_DIR (default: lazygraph/ in the user's cache
-directory). `stats` and `plot` read the newest run log there: every process that evaluated
-something writes one when it exits (statistics plus its per-evaluation history).
+The cache directory is $LAZYGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/lazygraph, else
+~/.cache/lazygraph (ops/storage.py); it holds graph entries, compiled kernels and run logs.
+`stats` and `plot` read the newest run log there: every process that evaluated something
+writes one when it exits (statistics plus its per-evaluation history).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from typing import Any
 
 from lazygraph import cachectl, executor
+from ops.settings import SettingError
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:
@@ -52,15 +54,22 @@ def cmd_stats(args: argparse.Namespace) -> int:
     rows = store.listing()
     current = [r for r in rows if r.get("status") == "current"]
     size = sum(r["bytes"] for r in rows)
+    use = cachectl.usage()
     run = store.latest_run()
     if args.json:
-        print(json.dumps({"directory": str(store.root), "entries": len(rows), "bytes": size, "run": run}))
+        out = {"directory": str(store.root), "entries": len(rows), "bytes": size, "run": run}
+        out.update(kernels=use["kernels"], kernel_bytes=use["kernel_bytes"], limit=store.limit)
+        print(json.dumps(out))
         return 0
     print(f"cache directory: {store.root}")
+    if use["refused"]:
+        print(f"not used by lazygraph: {use['refused']}")
     print(
         f"entries on disk: {len(rows)} ({len(current)} for this library version, "
-        f"{len(rows) - len(current)} other/corrupt), {size / 1024:.1f} KiB of {store.limit / 2**20:.0f} MiB"
+        f"{len(rows) - len(current)} other/corrupt), {size / 1024:.1f} KiB"
     )
+    print(f"compiled kernels: {use['kernels']}, {use['kernel_bytes'] / 1024:.1f} KiB")
+    print(f"together {use['bytes'] / 1024:.1f} KiB of the {store.limit / 2**20:.4g} MiB limit")
     if run is None:
         print("no run log yet (one is written when a process that evaluated something exits)")
         return 0
@@ -141,7 +150,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
-    """Delete every entry and run log."""
+    """Delete every graph entry, compiled kernel and run log."""
     n = cachectl.clear(disk=True)
     print(f"removed {n} files from {executor._disk_store().root}")
     return 0
@@ -210,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m lazygraph`."""
     parser = argparse.ArgumentParser(prog="python -m lazygraph", description="lazygraph tools")
     sub = parser.add_subparsers(dest="command", required=True)
-    cache = sub.add_parser("cache", help="inspect or clear the transformation cache")
+    cache = sub.add_parser("cache", help="inspect or clear the cache (graph entries and compiled kernels)")
     csub = cache.add_subparsers(dest="action", required=True)
     p = csub.add_parser("stats", help="entries on disk and the newest run's hits, misses and times")
     p.add_argument("--top", type=int, default=10, help="graphs to list (default 10)")
@@ -219,14 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     p = csub.add_parser("list", help="one line per cached entry")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=cmd_list)
-    p = csub.add_parser("clear", help="delete every cached entry and run log")
+    p = csub.add_parser("clear", help="delete every cached entry, compiled kernel and run log")
     p.set_defaults(fn=cmd_clear)
     p = csub.add_parser("plot", help="PNG of hit rate and time per evaluation over the newest run")
     p.add_argument("-o", "--output", default="lazygraph-cache.png", help="PNG file to write")
     p.add_argument("--run", help="a run log (JSON) instead of the newest one")
     p.set_defaults(fn=cmd_plot)
     args = parser.parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except SettingError as e:  # a bad LAZYGRAPH_* value: say which and what it accepts
+        print(f"python -m lazygraph: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -12,13 +12,15 @@ from __future__ import annotations
 import numbers
 import weakref
 from collections.abc import Iterator
+from math import prod
 from typing import Any
 
 import numpy as np
+from numpy.exceptions import ComplexWarning
 
-from lazygraph import executor
+from lazygraph import executor, txn
 from lazygraph.gradmode import is_grad_enabled, track
-from ops.base import REGISTRY, fmt_shape
+from ops.base import FAST_SIZE, REGISTRY, check_size, fmt_shape
 from ops.creation import BUFFER, SCALAR
 from ops.node import Node
 from ops.views import View, contiguous, is_identity, materialize
@@ -30,7 +32,7 @@ ASSIGN = REGISTRY["assign"]
 class Storage:
     """The buffer several views share; `node` is its current value."""
 
-    __slots__ = ("node", "requires_grad", "static", "grad", "__weakref__")
+    __slots__ = ("node", "requires_grad", "static", "grad", "hist", "ghist", "__weakref__")
 
     def __init__(self, node: Node) -> None:
         node.users += 1
@@ -38,12 +40,26 @@ class Storage:
         self.requires_grad = False  # a leaf of differentiation (a parameter)
         self.static = False  # model state: every value it holds is marked static (see mark_static)
         self.grad: Array | None = None
+        # the values held since the last evaluated one, so a failed evaluation can drop the
+        # writes that caused it (lazygraph/txn.py); None while no write is pending
+        self.hist: list[Node] | None = None
+        self.ghist: list[Node | None] | None = None  # `.grad` values backward() replaced
 
     def set(self, node: Node) -> None:
         """Record that the buffer now holds `node`'s value."""
         node.users += 1
-        self.node.users -= 1
+        old = self.node
+        old.users -= 1
         self.node = node
+        h = self.hist
+        if h is None or old.buffer is not None:
+            self.hist = [old]
+            if h is None:
+                txn.register(self)
+        else:
+            h.append(old)
+            if len(h) > txn.HISTORY_LIMIT:
+                del h[1]
         if self.requires_grad:
             mark_leaf(self, node)
         elif self.static:
@@ -66,6 +82,20 @@ def mark_leaf(storage: Storage, node: Node) -> None:
     node.grad_leaf = True
     node.static = True  # a parameter's value is model state (the fold pass memoizes on it)
     LEAF_OWNERS[node] = weakref.ref(storage)
+
+
+def accumulate_grad(storage: Storage, g: Array) -> None:
+    """Add `g` to the storage's `.grad`, remembering the value it replaces (undone if `g` fails)."""
+    prev = storage.grad
+    storage.grad = g if prev is None else prev + g
+    pnode = None if prev is None else prev.node
+    gh = storage.ghist
+    if gh is None or pnode is None or pnode.buffer is not None:
+        storage.ghist = [pnode]
+        if gh is None:
+            txn.register(storage)
+    else:
+        gh.append(pnode)
 
 
 def constant(value: Any, dtype: Any = None) -> Node:
@@ -107,7 +137,22 @@ def record(op: str, *operands: Any, **attrs: Any) -> Array:
         # NumPy treats all-scalar operations as on default-dtype arrays.
         nodes = tuple(constant(n.buffer) for n in nodes)
     shape, dtype, attrs = opdef.infer(nodes, attrs)
-    return Array(Storage(track(Node(opdef, nodes, attrs, shape, dtype))))
+    if not 0 < prod(shape) <= FAST_SIZE:  # the common case without a call
+        check_size(op, shape, dtype)
+    node = track(Node(opdef, nodes, attrs, shape, dtype))
+    if opdef in _FALLIBLE and _FALLIBLE[opdef](node):
+        txn.note_origin(node)
+    return Array(Storage(node))
+
+
+#: operators whose kernels can fail on data (a lazy index or label out of range, a negative
+#: integer power) -> when a node of them can: they remember the user's line (txn.note_origin)
+_FALLIBLE = {
+    REGISTRY["gather"]: lambda n: True,
+    REGISTRY["scatter_add"]: lambda n: True,
+    REGISTRY["one_hot"]: lambda n: True,
+    REGISTRY["pow"]: lambda n: n.dtype.kind in "iu",
+}
 
 
 def result_dtype(op: str, *operands: Any) -> np.dtype:
@@ -359,14 +404,28 @@ class Array:
                 np.empty((), base.dtype)[()] = vnode.buffer
             except (TypeError, ValueError, OverflowError) as e:
                 raise type(e)(f"{op}: {e}") from None
-        if self._view is None and index is None and vnode.shape == base.shape and vnode.op is not SCALAR:
+        # NumPy stores complex arrays into real ones by dropping the imaginary part, with a
+        # warning at the write (bool takes the truth value; a Python complex raised above)
+        discard = vnode.dtype.kind == "c" and base.dtype.kind not in "cb"
+        if discard:
+            txn.warn_user("Casting complex values to real discards the imaginary part", ComplexWarning)
+        if (
+            self._view is None
+            and index is None
+            and vnode.shape == base.shape
+            and vnode.op is not SCALAR
+            and not discard  # the assign kernel drops the imaginary part without warning again
+        ):
             if vnode.dtype != base.dtype:
                 vnode = record("astype", from_node(vnode), dtype=base.dtype).node
             self._storage.set(vnode)
             return
         attrs = {"view": self._view, "index": index}
         shape, dtype, attrs = ASSIGN.infer((base, vnode, *idx_nodes), attrs)
-        self._storage.set(track(Node(ASSIGN, (base, vnode, *idx_nodes), attrs, shape, dtype)))
+        node = track(Node(ASSIGN, (base, vnode, *idx_nodes), attrs, shape, dtype))
+        if idx_nodes:  # index arrays are data: an index out of range fails at evaluation
+            txn.note_origin(node)
+        self._storage.set(node)
 
     def _inplace(self, op: str, other: Any) -> Array:
         # NumPy's order of checks: read-only output, dtypes and casting, then shapes.
@@ -440,7 +499,7 @@ class Array:
                 isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in items
             ):
                 # NumPy: one element by integers is a scalar, i.e. a copy (`s = x[1, 2]; s += 1`)
-                return from_node(self._derive(basic).node)
+                return Scalar(Storage(self._derive(basic).node))
             return self._derive(basic)
         return record("gather", self, *operands, index=template)
 
@@ -470,3 +529,14 @@ class Array:
         if impl is None or not callable(impl) or isinstance(impl, type):
             return NotImplemented
         return impl(*args, **kwargs)
+
+
+class Scalar(Array):
+    """One element read by integer indices (`s = a[1, 2]`). NumPy gives an immutable scalar
+    there, so an in-place operator rebinds the name to a new value with NumPy's promotion
+    (`a[0] += 1.5` on an integer array stores int(a[0] + 1.5), where `a += 1.5` is an error)."""
+
+    __slots__ = ()
+
+    def _inplace(self, op: str, other: Any) -> Array:
+        return record(op, self, other)

@@ -16,7 +16,7 @@ from typing import Any
 
 import lazygraph as lg
 from lazygraph import executor
-from lazygraph.array import LEAF_OWNERS, VIEW, Array, from_node, record
+from lazygraph.array import LEAF_OWNERS, VIEW, Array, accumulate_grad, from_node, record
 from lazygraph.gradmode import is_grad_enabled, no_grad, set_grad_enabled
 from ops.base import fmt_shape
 from ops.node import Node
@@ -170,7 +170,7 @@ def backward(y: Array, grad_output: Any = None, create_graph: bool = False) -> N
             g = cot.get(id(leaf))
             if storage is None or g is None:
                 continue
-            storage.grad = g if storage.grad is None else storage.grad + g
+            accumulate_grad(storage, g)  # remembered: a failed evaluation of g undoes it
     finally:
         set_grad_enabled(prev)
     # The loss is usually read right after the update: compute it in the same graph.

@@ -2,7 +2,8 @@
 
 lg.cache.stats()    # hits, misses, hit_rate, distinct_graphs, optimize/replay/hash seconds, ...
 lg.cache.passes()   # which passes and rewrite rules fired, how often, their time (last and total)
-lg.cache.clear()    # forget cached transformations (in this process and on disk)
+lg.cache.clear()    # forget cached transformations (in this process and on disk, kernels too)
+lg.cache.usage()    # graph entries and compiled kernels on disk, with the limit they share
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lazygraph import executor
+from ops import storage
 
 
 def stats(per_entry: bool = True) -> dict[str, Any]:
@@ -39,6 +41,7 @@ def reset_passes() -> None:
 def clear(disk: bool = True) -> int:
     """Forget every cached transformation, in this process and (by default) on disk.
 
+    On disk that is every graph entry, run log and compiled kernel under the cache root.
     Returns the number of files removed from the cache directory. Counters restart too.
     """
     executor.MEMORY.clear()
@@ -50,8 +53,22 @@ def clear(disk: bool = True) -> int:
 
 
 def directory() -> Path:
-    """Where entries are stored: $LAZYGRAPH_CACHE_DIR or lazygraph/ in the user's cache dir."""
+    """Where entries are stored: $LAZYGRAPH_CACHE_DIR, $XDG_CACHE_HOME/lazygraph or ~/.cache/lazygraph."""
     return executor._disk_store().root
+
+
+def usage() -> dict[str, Any]:
+    """Graph entries and compiled kernels on disk (counts, bytes) and the byte limit they share.
+
+    `refused` says why this process does not use the directory (None when it does).
+    """
+    store = executor._disk_store()
+    return {
+        "directory": str(store.root),
+        **store.usage(),
+        "limit": store.limit,
+        "refused": storage.refused(store.root),
+    }
 
 
 def entries() -> list[dict[str, Any]]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ops import settings
 from ops.node import Node, postorder
 
 _stats = {"evaluations": 0, "kernels": 0}
@@ -14,10 +14,7 @@ _stats = {"evaluations": 0, "kernels": 0}
 
 def level() -> int:
     """Current LAZYGRAPH_DEBUG level (0 = quiet)."""
-    try:
-        return int(os.environ.get("LAZYGRAPH_DEBUG", "0") or 0)
-    except ValueError:
-        return 1
+    return settings.debug_level()
 
 
 def log(msg: str, at: int = 1) -> None:

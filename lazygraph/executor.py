@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 import time
 import weakref
 from collections import Counter
@@ -36,7 +37,8 @@ from cache.meter import Meter
 from cache.plan import EvaluationError, Plan
 from cache.stats import Stats
 from cache.store import Entry, MemoryStore, key_json
-from lazygraph import debug, memplan
+from lazygraph import debug, memplan, txn
+from ops import storage
 from ops.creation import BUFFER
 from ops.node import Node
 from optimizer.rewrite.report import REPORT
@@ -85,14 +87,69 @@ class _OrderedWeakSet:
         return bool(self._refs)
 
 
-#: storages whose pending value the next evaluation point computes too (the loss that
-#: backward() was called on, running statistics), so it joins the same graph
-_deferred = _OrderedWeakSet()
+class _Recording(threading.local):
+    """This thread's recording context (each thread records and evaluates its own graphs)."""
+
+    def __init__(self) -> None:
+        #: storages whose pending value this thread's next evaluation point computes too (the
+        #: loss that backward() was called on, running statistics), so it joins the same graph
+        self.deferred = _OrderedWeakSet()
+
+
+_recording = _Recording()
 
 
 def defer(storage: Any) -> None:
-    """Compute `storage.node` at the next evaluation point, whatever it evaluates."""
-    _deferred.add(storage)
+    """Compute `storage.node` at this thread's next evaluation point, whatever it evaluates."""
+    _recording.deferred.add(storage)
+
+
+def deferred() -> list[Any]:
+    """The storages this thread's next evaluation point will compute too (for checks and tests)."""
+    return list(_recording.deferred)
+
+
+#: pending nodes some thread's evaluation is computing: id(node) -> that thread's ident. Two
+#: threads may share an unevaluated array; evaluating it at once from both would have one
+#: thread read a node the other is turning into a leaf, so the second waits for the first.
+_claims: dict[int, int] = {}
+_claims_changed = threading.Condition(threading.Lock())
+
+
+def _claim(w: Walk) -> list[int] | None:
+    """Claim the walk's pending nodes for this thread; None (after waiting) when it must walk again.
+
+    Only called while other threads exist (one thread cannot race itself). A walk is stale
+    when another thread realized one of its pending nodes meanwhile (realize sets the buffer
+    first), or when another evaluation is computing one of them: then wait until it ends.
+    """
+    me = threading.get_ident()
+    nodes = w.nodes
+    ids = []
+    for s in w.interior:
+        node = nodes[s]
+        if node.buffer is not None:
+            return None
+        ids.append(id(node))
+    with _claims_changed:
+        if any(_claims.get(i, me) != me for i in ids):
+            _claims_changed.wait(0.05)  # woken when an evaluation releases its claims
+            return None
+        mine = [i for i in ids if i not in _claims]  # (a nested evaluation keeps the outer claims)
+        for i in mine:
+            _claims[i] = me
+    if any(nodes[s].buffer is not None for s in w.interior):  # realized just before the claim
+        _release(mine)
+        return None
+    return mine
+
+
+def _release(ids: list[int]) -> None:
+    """Give up claims once the evaluation has memoized its values (or failed)."""
+    with _claims_changed:
+        for i in ids:
+            _claims.pop(i, None)
+        _claims_changed.notify_all()
 
 
 def _memoized(w: Walk) -> set[int]:
@@ -119,6 +176,7 @@ def _memoized(w: Walk) -> set[int]:
             candidates.append(s)
     if candidates:
         consumers = Counter(map(id, chain.from_iterable([nodes[s].inputs for s in w.interior])))
+        consumers.update(txn.history_refs())  # write histories are not users' references
         for s in candidates:
             node = nodes[s]
             if getrefcount(node) > baseline + consumers.get(id(node), 0):
@@ -127,27 +185,22 @@ def _memoized(w: Walk) -> set[int]:
 
 
 def _disk_store() -> diskmod.DiskStore:
-    """The on-disk store for the current $LAZYGRAPH_CACHE_DIR (made on first use)."""
+    """The on-disk store for the current cache root (ops/storage.py decides where and how much)."""
     global _disk, _version
-    root = diskmod.default_dir()
-    if _disk is None or _disk.root != root:
-        if _version is None:
-            from pathlib import Path
+    root = storage.cache_root()
+    limit = storage.limit_bytes()  # read per call: a bad value is an error, as soon as it is set
+    if _version is None:  # the sources' hash, once per process (about 7 ms)
+        import lazygraph
 
-            import lazygraph
-
-            here = Path(__file__).resolve().parent.parent
-            parts = [lazygraph.__version__, np.__version__, optimizer.fingerprint()]
-            _version = diskmod.version_tag(
-                parts, [here / "ops", here / "cache", here / "optimizer", here / "jit"]
-            )
-        try:
-            limit = int(float(os.environ.get("LAZYGRAPH_CACHE_LIMIT_MB", "256")) * 2**20)
-        except ValueError:
-            limit = diskmod.DEFAULT_LIMIT
+        _version = storage.version_tag([lazygraph.__version__, np.__version__])
+    # the registered passes shape every plan, and users and tests register passes at any time:
+    # entries made with another set of passes are other versions (a few microseconds, on misses)
+    version = f"{_version}-{optimizer.fingerprint()}"
+    if _disk is None or _disk.root != root or _disk.version != version:
         if _disk is None:
             atexit.register(_save_run)
-        _disk = diskmod.DiskStore(root, _version, limit, report=lambda msg: debug.log(msg, at=1))
+        _disk = diskmod.DiskStore(root, version, limit, report=lambda msg: debug.log(msg, at=1))
+    _disk.limit = limit
     return _disk
 
 
@@ -177,9 +230,9 @@ def _save_run() -> None:
     )
 
 
-def _build(w: Walk, optimize: bool, verbose: int, report: bool = True) -> tuple[Graph, Any]:
+def _build(w: Walk, optimize: bool, verbose: int, keep: set[int], report: bool = True) -> tuple[Graph, Any]:
     """Optimize P into Q and return it with its transformation graph (counted in the pass report)."""
-    g = Graph(w)
+    g = Graph(w, frozenset(keep))
     if optimize:
 
         def trace(name: str, fired: bool, seconds: float, n: int) -> None:
@@ -224,40 +277,153 @@ def _miss(
     if store is not None and entry is None:
         found, corrupt = store.load(key, skey, text)
         if corrupt:
-            STATS.corrupt += 1
+            with STATS.lock:
+                STATS.corrupt += 1
         if found is not None:
             plan = found.select(w.nodes)
             if plan is not None:
                 MEMORY.put(found)
-                found.disk_hits += 1
+                with STATS.lock:
+                    found.disk_hits += 1
                 return plan, found, "disk"
     if os.environ.get("LAZYGRAPH_EXPLAIN_MISSES", "0") not in ("", "0"):
         debug.log(f"cache miss: {explain_miss(skey, MEMORY.entries())}", at=0)
     t = time.perf_counter()
-    _, tg = _build(w, opt, verbose)
-    if entry is None:
+    _, tg = _build(w, opt, verbose, keep)
+    fresh = entry is None
+    if fresh:
         entry = Entry(key, skey, text)
+
+    def prepare(plan: Plan) -> None:
+        if sched:  # the chosen order is part of the transformation (saved below, replayed on hits)
+            memplan.schedule_plan(plan, w.nodes, _keep_slots(plan, keep))
+
+    # published (to other threads too) only once scheduled: a shared plan never changes
+    plan = entry.add(tg, prepare)
+    if fresh:
         MEMORY.put(entry)
-    plan = entry.add(tg)
-    if sched:  # the chosen order is part of the transformation (saved below, replayed on hits)
-        memplan.schedule_plan(plan, w.nodes, _keep_slots(plan, keep))
-    entry.misses += 1
-    entry.optimize_seconds += time.perf_counter() - t
+    with STATS.lock:
+        entry.misses += 1
+        entry.optimize_seconds += time.perf_counter() - t
     if store is not None:
         meta = {"optimize_seconds": entry.optimize_seconds, "p_nodes": len(skey[0]), "q_nodes": len(tg.nodes)}
         store.save(entry, meta)
-        STATS.disk_writes += 1
+        with STATS.lock:
+            STATS.disk_writes += 1
     return plan, entry, "miss"
 
 
+class _Attempt:
+    """What one evaluation has done so far, so that a failure can be undone (lazygraph/txn.py)."""
+
+    __slots__ = ("deferred", "walk", "plan", "done", "claimed")
+
+    def __init__(self) -> None:
+        self.claimed: list[int] | None = None  # pending nodes this thread claimed (see `_claim`)
+        self.deferred: list[Any] = []  # the deferred storages this evaluation took over
+        self.walk: Walk | None = None
+        self.plan: Plan | None = None
+        self.done: tuple | None = None  # (kept P slots, values by Q slot) once the run succeeded
+
+    def fail(self, e: BaseException) -> None:
+        """Leave every array as it was, minus the pending writes that depend on the failure."""
+        w = self.walk
+        if self.done is not None:  # the run succeeded (an interrupt came later): keep its results
+            keep, vals = self.done
+            _realize_kept(w.nodes, keep, self.plan.pmap, vals)
+            txn.commit()
+            return
+        if w is None:  # nothing was walked: the deferred values are still to be computed
+            for s in self.deferred:
+                defer(s)
+            return
+        failed = _failed_slots(e, w, self.plan) if isinstance(e, Exception) else None
+        if failed:
+            where = txn.origin_of(w.nodes, failed)
+            if where is not None and e.args and isinstance(e.args[0], str):
+                e.args = (f"{e.args[0]} (recorded at {where})", *e.args[1:])
+        taint = txn.rollback(w.nodes, w.interior, failed)
+        for s in self.deferred:  # values that do not depend on the failure are still wanted
+            if s.node.buffer is None and not taint(s.node):
+                defer(s)
+
+
+def _failed_slots(e: Exception, w: Walk, plan: Plan | None) -> list[int] | None:
+    """The P slots the failed step computes, or None when the failure is not a step's."""
+    step = getattr(e, "failed_step", None)
+    if step is None or plan is None:
+        return None
+    src, out = step
+    if src >= 0:
+        return [src]
+    # a New step (a fused region, a rewrite): the P nodes it holds, a region's members, and
+    # those it computes without materializing them (no Q node of their own)
+    pmap, nodes = plan.pmap, w.nodes
+    failed = [p for p, q in enumerate(pmap) if q == out]
+    i = plan.pos.get(out)
+    data = plan.steps[i].recipe.data if i is not None and plan.steps[i].recipe is not None else None
+    if isinstance(data, dict) and isinstance(data.get("members"), list):
+        failed += [p for p in data["members"] if type(p) is int and 0 <= p < len(nodes)]
+    if not failed:
+        return None
+    slot = {id(n): p for p, n in enumerate(nodes)}
+    covered, stack = set(failed), list(failed)
+    while stack:
+        for c in nodes[stack.pop()].inputs:
+            p = slot.get(id(c))
+            if p is not None and p not in covered and pmap[p] < 0 and c.buffer is None:
+                covered.add(p)
+                stack.append(p)
+    return sorted(covered)
+
+
+def _realize_kept(nodes: list[Node], keep: set[int], pmap: list[int], vals: list[Any]) -> None:
+    """Memoize the kept values of a successful run (idempotent: an interrupt may repeat it)."""
+    for p in keep:
+        q = pmap[p]
+        if q >= 0:
+            buf = vals[q]
+            if buf is not None:
+                buf.setflags(write=False)  # cheaper than buf.flags.writeable = False
+                realize(nodes[p], buf)
+
+
 def evaluate(roots: Sequence[Node]) -> None:
-    """Compute and memoize every root (one graph, one plan)."""
+    """Compute and memoize every root (one graph, one plan); a failure changes nothing.
+
+    When the run fails (an index or label out of range, a kernel error, an interrupt),
+    every array keeps its value and the pending writes that depend on the failing operator
+    are dropped (lazygraph/txn.py); the error names the line that recorded that operator.
+    """
+    attempt = _Attempt()
+    try:
+        _evaluate(roots, attempt)
+    except BaseException as e:
+        attempt.fail(e)
+        raise
+    finally:
+        if attempt.claimed:
+            _release(attempt.claimed)
+    txn.commit()
+
+
+def _evaluate(roots: Sequence[Node], attempt: _Attempt) -> None:
+    """One evaluation; `attempt` records its progress for `_Attempt.fail`."""
     t0 = time.perf_counter()
-    if _deferred:
-        extra = [s.node for s in list(_deferred) if s.node.buffer is None]
-        _deferred.clear()
+    pending = _recording.deferred
+    if pending:
+        attempt.deferred = list(pending)
+        extra = [s.node for s in attempt.deferred if s.node.buffer is None]
+        pending.clear()
         roots = [*roots, *extra]
     w = walk(roots)
+    attempt.walk = w
+    # other threads may be computing (and realizing) nodes of this graph: see `_claim`
+    while w.interior and threading.active_count() > 1:
+        attempt.claimed = _claim(w)
+        if attempt.claimed is not None:
+            break
+        w = attempt.walk = walk(roots)
     if not w.interior:
         return
     t1 = time.perf_counter()
@@ -278,7 +444,7 @@ def evaluate(roots: Sequence[Node]) -> None:
     keep = None  # a miss needs it to plan; on a hit it is computed as part of the run (timed so)
     if mode == "0" or not w.cacheable:
         keep = _memoized(w)
-        plan: Plan | None = Plan(_build(w, opt, verbose)[1], w.tokens)
+        plan: Plan | None = Plan(_build(w, opt, verbose, keep)[1], w.tokens)
         if sched:
             memplan.schedule_plan(plan, w.nodes, _keep_slots(plan, keep))
         outcome = "off"
@@ -289,6 +455,7 @@ def evaluate(roots: Sequence[Node]) -> None:
         if plan is None:
             keep = _memoized(w)
             plan, entry, outcome = _miss(w, key, entry, mode, opt, verbose, keep)
+    attempt.plan = plan
     REPORT.evaluated(plan.tgraph.artifacts, outcome)  # what `lg.cache.passes()["last"]` shows
     t2 = time.perf_counter()
     if keep is None:
@@ -307,23 +474,14 @@ def evaluate(roots: Sequence[Node]) -> None:
 
     with np.errstate(all="ignore"):
         vals = plan.run(w.nodes, keepq, trace, layout, meter)
+    attempt.done = (keep, vals)
     if meter is not None:
         _account(plan, w.nodes, keepq, fkeep, layout, meter)
     nodes = w.nodes
-    for p in keep:
-        q = pmap[p]
-        if q >= 0:
-            buf = vals[q]
-            if buf is not None:
-                buf.setflags(write=False)  # cheaper than buf.flags.writeable = False
-                realize(nodes[p], buf)
+    _realize_kept(nodes, keep, pmap, vals)  # only now: a failed run memoizes nothing
     t3 = time.perf_counter()
     prep = t2 - t1
-    if entry is not None:
-        entry.last_used = t3
-        if outcome != "miss":
-            entry.hits += 1
-            entry.replay_seconds += prep
+    # also stamps the entry's use and, on a hit, its hit count (under the statistics' lock)
     STATS.record(outcome, entry, t1 - t0 - t_settings, prep, t3 - t2 + t_settings, len(nodes))
     if verbose >= 1:
         digest = f" {entry.digest[:8]}" if entry is not None else ""
@@ -379,7 +537,7 @@ def explain_lines(roots: Sequence[Node]) -> list[str]:
     entry = MEMORY.get(key) if w.cacheable else None
     plan = entry.select(w.nodes) if entry is not None else None
     cached = plan is not None
-    g, tg = _build(w, opt, 0, report=False)
+    g, tg = _build(w, opt, 0, _memoized(w), report=False)
     if plan is None:  # what the planner would choose for this graph (nothing runs)
         plan = Plan(tg, w.tokens)
         if memplan.enabled():

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import weakref
 from typing import Any
 
@@ -30,6 +29,7 @@ from cache.graph import Graph, QNode
 from cache.recipe import Recipe, RecipeError, register_constructor
 from jit import fusion, kernel
 from jit.domain import NotFusable
+from ops import settings
 from ops.base import REGISTRY
 from ops.creation import BUFFER, SCALAR
 from ops.node import Node
@@ -41,10 +41,7 @@ _COMPOSITE = ("softmax", "log_softmax", "logsumexp", "var", "std")
 
 def min_size() -> int:
     """Arrays below this many elements run on NumPy (LAZYGRAPH_JIT_MIN_SIZE)."""
-    try:
-        return int(os.environ.get("LAZYGRAPH_JIT_MIN_SIZE", "65536"))
-    except ValueError:
-        return 65536
+    return int(settings.number("LAZYGRAPH_JIT_MIN_SIZE", 65536, minimum=0, integer=True))
 
 
 # -- attributes as JSON ---------------------------------------------------------------------
@@ -119,12 +116,14 @@ def rebuild(desc: dict) -> kernel.Region:
 # -- the pass ------------------------------------------------------------------------------
 
 
-def _mirror(g: Graph) -> tuple[list[Node], dict[int, QNode], dict[int, Node]]:
-    """Q as ops nodes (leaves with stand-in values), and both directions of the mapping."""
+def _mirror(g: Graph, live: set[int]) -> tuple[list[Node], dict[int, QNode], dict[int, Node]]:
+    """Live Q as ops nodes (leaves with stand-in values), and both directions of the mapping."""
     to_q: dict[int, QNode] = {}
     to_n: dict[int, Node] = {}
     order: list[Node] = []
     for q in g.nodes:
+        if id(q) not in live:
+            continue
         if q.leaf:
             if q.scalar:
                 n = Node(SCALAR, (), {}, (), q.dtype, buffer=_SCALAR_STANDIN.get(q.dtype.kind, 0))
@@ -154,15 +153,21 @@ def _jit_condition(g: Graph) -> bool:
 
 def jit_fusion(g: Graph) -> bool:
     """Replace fusable regions of Q by JIT region steps."""
-    order, to_q, to_n = _mirror(g)
+    # Only what the outputs need: nodes an earlier pass replaced (fold's memo steps, the
+    # superoptimizer's rewrites) wait for dead-code elimination, and fusing them is wasted
+    # planning (or, through a held member, recomputing what a memo step already gives).
+    live = g.live_ids()
+    order, to_q, to_n = _mirror(g, live)
     # Region outputs: the roots, what other steps read, and members whose values are
-    # memoized (a live array holds them, or autograd keeps them): those stay in Q as extra
-    # outputs, so the evaluation realizes them as it would without fusion.
+    # memoized (a live array holds them): those stay in Q as extra outputs, so the
+    # evaluation realizes them as it would without fusion. A value only autograd may need
+    # later (requires_grad, no array holds it) is not memoized by the executor, so storing
+    # it from inside a region would be wasted work and memory.
     needed = [to_n[id(o)] for o in g.outputs]
     held: set[int] = set()
-    for p, q in enumerate(g.pmap):
-        pn = g.pnodes[p]
-        if q is not None and not q.leaf and (pn.users > 0 or pn.requires_grad):
+    for p in g.held:
+        q = g.pmap[p]
+        if q is not None and not q.leaf and id(q) in live:
             needed.append(to_n[id(q)])
             held.add(id(q))
     changed = False
@@ -185,6 +190,8 @@ def jit_fusion(g: Graph) -> bool:
             oq = to_q[id(out)]
             data = {"region": sig, "out": j, "rid": rid}
             if leader is None:
+                # the P slot each member copies (-1: made by a pass): what lazygraph/jitcheck.py verifies
+                data["members"] = [to_q[id(m)].src for m in region.nodes]
                 new = g.new(None, ins, {}, g.shape_expr(oq), oq.dtype, ctor="jit_region", data=data)
                 leader = new
             else:
@@ -258,6 +265,11 @@ def _build_region(recipe: Recipe, artifacts: dict) -> Any:
 
 
 register_constructor("jit_region", _build_region)
+
+
+# -- checking a region read from disk against the key: lazygraph/jitcheck.py -------------------
+
+from lazygraph import jitcheck  # noqa: E402, F401  (registers the check; needs `_dec` above)
 
 #: after CSE (200), before dead-code elimination (0)
 PRIORITY = 50

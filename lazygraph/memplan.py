@@ -13,6 +13,7 @@ later output can live in, for the steps whose kernel can write into a given buff
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from math import prod
 from typing import Any
@@ -21,10 +22,10 @@ import numpy as np
 
 from cache.meter import LEAF_ALIAS, Layout, Meter
 from cache.plan import Plan
+from ops import settings
 from ops.elementwise import Elementwise
 from ops.node import Node
 from optimizer.schedule import Dag, best_order, peak_memory, plan_buffers
-from optimizer.schedule.graph import bits
 
 #: plans with fewer steps than this keep their recorded order (nothing to choose from)
 MIN_STEPS = 3
@@ -39,10 +40,7 @@ def enabled() -> bool:
 
 def budget() -> float:
     """Seconds the order search may take on one miss (LAZYGRAPH_SCHEDULE_BUDGET, default 0.2)."""
-    try:
-        return max(0.0, float(os.environ.get("LAZYGRAPH_SCHEDULE_BUDGET", "0.2")))
-    except ValueError:
-        return 0.2
+    return float(settings.number("LAZYGRAPH_SCHEDULE_BUDGET", 0.2, minimum=0, accepted="seconds >= 0"))
 
 
 def _pick_of(step: Any) -> bool:
@@ -175,7 +173,7 @@ def layout_for(plan: Plan, nodes: list[Node], keepq: set[int], meter: Meter) -> 
             continue
         take[v] = b
         # the step after which prev's storage is released, and a member still held then
-        end = max(bits(dag.free_mask[prev]))
+        end = dag.free_nodes[prev][-1]
         for m in dag.members[prev]:
             if max([m, *dag.succs[m]]) == end:
                 give[end].append((plan.steps[m].out, b))
@@ -184,8 +182,18 @@ def layout_for(plan: Plan, nodes: list[Node], keepq: set[int], meter: Meter) -> 
     return Layout(key, take, give, len(bp.buffers), bp.peak, into)
 
 
+#: plans are shared by threads; learning a layout (rare: a metered run) is serialized
+_layouts_lock = threading.Lock()
+
+
 def remember(plan: Plan, fkeep: frozenset, layout: Layout) -> None:
-    """Keep a layout for this set of kept values (a few per plan)."""
-    if fkeep not in plan.layouts and len(plan.layouts) >= MAX_LAYOUTS:
-        plan.layouts.pop(next(iter(plan.layouts)))
-    plan.layouts[fkeep] = layout
+    """Keep a layout for this set of kept values (a few per plan).
+
+    A layout is immutable plain data and runs read `plan.layouts` without a lock; two threads
+    learning one for the same kept values at once both planned from correct runs, the last wins.
+    """
+    with _layouts_lock:
+        layouts = plan.layouts
+        if fkeep not in layouts and len(layouts) >= MAX_LAYOUTS:
+            layouts.pop(next(iter(layouts)), None)
+        layouts[fkeep] = layout

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from lazygraph import api
+from lazygraph import api, txn
 from lazygraph.array import Array, constant, from_node
 from lazygraph.creation import zeros
 from lazygraph.executor import evaluate
@@ -104,13 +104,39 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, p.grad, self.state.setdefault(id(p), {}), group)
-        self._materialize()
+        undo = self._snapshot()
+        try:
+            with no_grad():
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p.grad is not None:
+                            self._update(p, p.grad, self.state.setdefault(id(p), {}), group)
+            self._materialize()
+        except BaseException:
+            # a failed step (a bad label, an interrupt) is no step: parameters, state arrays and
+            # counters go back to their values before it, so the next step is the one it replaced
+            self._restore(undo)
+            raise
         return loss
+
+    def _snapshot(self) -> tuple[dict, list]:
+        """What a step changes: per-parameter state entries and the value of every array."""
+        state = {k: (v, dict(v)) for k, v in self.state.items()}
+        arrays = [p for g in self.param_groups for p in g["params"]]
+        arrays += [v for st in self.state.values() for v in st.values() if isinstance(v, Array)]
+        return state, [(a._storage, a._storage.node) for a in arrays]
+
+    def _restore(self, undo: tuple[dict, list]) -> None:
+        """Undo a step that failed: state entries and counters, then the arrays' values."""
+        state, values = undo
+        for k in [k for k in self.state if k not in state]:
+            del self.state[k]  # a first step's fresh state
+        for k, (entries, saved) in state.items():
+            entries.clear()
+            entries.update(saved)
+            self.state[k] = entries
+        for storage, node in values:
+            txn.restore(storage, node)
 
     def _update(self, p: Array, g: Array, state: dict[str, Any], group: dict[str, Any]) -> None:
         raise NotImplementedError(f"{type(self).__name__} must define _update")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from lazygraph.array import Array, as_node, from_node, record
-from ops.base import fmt_shape, normalize_axes, normalize_axis
+from ops.base import check_size, fmt_shape, normalize_axes, normalize_axis
 from ops.movement import resolve_shape
 from ops.views import broadcast_view, flip_view, permute_view, reshape_view, slice_view
 
@@ -151,6 +151,7 @@ def broadcast_to(x: Any, shape: Any) -> Array:
         raise ValueError(
             f"broadcast_to: array of shape {fmt_shape(x.shape)} cannot be broadcast to shape {fmt_shape(shape)}"
         )
+    check_size("broadcast_to", shape, x.dtype)  # a view, but reading it must be possible
     return x._derive(broadcast_view(x.view_of(), shape), readonly=True)
 
 

@@ -8,8 +8,10 @@ attach to the same instance.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Sequence
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -79,6 +81,28 @@ def defvjp(*names: str) -> Callable:
 def fmt_shape(shape: Sequence[int]) -> str:
     """Shape as NumPy prints it."""
     return "(" + ",".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+#: element counts up to here fit any dtype (itemsize <= 64) without overflowing a byte size
+FAST_SIZE = sys.maxsize >> 6
+
+
+def check_size(op: str, shape: Shape, dtype: np.dtype) -> None:
+    """Reject at record time a shape NumPy could not allocate: a negative extent, or a byte size
+    (nonzero extents times itemsize, as NumPy multiplies them) past the largest index."""
+    if 0 < prod(shape) <= FAST_SIZE:
+        return
+    nbytes = dtype.itemsize
+    for d in shape:
+        if d < 0:
+            raise ValueError(f"{op}: negative dimensions are not allowed (shape {fmt_shape(shape)})")
+        if d:
+            nbytes *= d
+    if nbytes > sys.maxsize:
+        raise ValueError(
+            f"{op}: array is too big; `arr.size * arr.itemsize` is larger than the maximum possible "
+            f"size (shape {fmt_shape(shape)}, {dtype})"
+        )
 
 
 def describe(nodes: Sequence[Node]) -> str:

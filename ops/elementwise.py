@@ -153,8 +153,9 @@ UNARY = {
 # template may name them twice. A kind with no template (int power: NumPy raises on negative
 # exponents) stays with the NumPy kernel. Loop dtypes are NumPy's own (ufunc.resolve_dtypes);
 # where/clip/astype/sigmoid/erf/round compute in the output dtype.
-_NAN_MAX = "(({0}) >= ({1}) || ({0}) != ({0})) ? ({0}) : ({1})"  # NumPy's maximum propagates NaN
-_NAN_MIN = "(({0}) <= ({1}) || ({0}) != ({0})) ? ({0}) : ({1})"
+# NumPy's maximum propagates NaN, and of two equal values (+0 and -0) returns the second
+_NAN_MAX = "(({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1})"
+_NAN_MIN = "(({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1})"
 _SIGN = "(({0}) > 0 ? ({T})1 : (({0}) < 0 ? ({T})-1 : ({0})))"  # sign(nan) is nan, sign(0) is 0
 _F = "f"
 JIT_EXPR: dict[str, tuple[dict[str, str], float]] = {

@@ -21,7 +21,6 @@ from ops.base import (
     normalize_axis,
     register,
     shape_error,
-    type_error,
 )
 from ops.node import Node
 from ops.views import View, c_strides, materialize
@@ -134,8 +133,7 @@ class Assign(Op):
                 f"could not broadcast input array from shape {fmt_shape(value.shape)} "
                 f"into shape {fmt_shape(target)}",
             )
-        if value.dtype.kind == "c" and base.dtype.kind != "c":
-            raise type_error("setitem", f"cannot assign complex values into a {base.dtype} array")
+        # complex into real: NumPy drops the imaginary part (the recording side warns)
         return base.shape, base.dtype, attrs
 
     def kernel(
@@ -150,6 +148,8 @@ def write_through(
 ) -> np.ndarray:
     """Write `value` into `out` through an assign's view/index (also the executor's in-place path)."""
     target = out if view is None else materialize(out, view, writeable=True)
+    if getattr(value, "dtype", out.dtype).kind == "c" and out.dtype.kind not in "cb":
+        value = value.real  # as NumPy's cast does; the recording side warned already
     if index is None:
         target[...] = value
     else:

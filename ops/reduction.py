@@ -135,9 +135,20 @@ class Scan(Op):
 JIT_REDUCE: dict[str, dict] = {
     "sum": {"combine": "add", "identity": "0", "finish": "{acc}"},
     "prod": {"combine": "mul", "identity": "1", "finish": "{acc}"},
-    "mean": {"combine": "add", "identity": "0", "finish": "{acc} / ({T}){count}"},
-    "var": {"combine": "add", "identity": "0", "finish": "{acc} / ({T}){divisor}", "centered": True},
-    "std": {"combine": "add", "identity": "0", "finish": "sqrt({acc} / ({T}){divisor})", "centered": True},
+    # NumPy divides a sum by its count in float64 and rounds the quotient to the result dtype
+    "mean": {"combine": "add", "identity": "0", "finish": "({T})((double){acc} / (double){count})"},
+    "var": {
+        "combine": "add",
+        "identity": "0",
+        "finish": "({T})((double){acc} / {divisor})",
+        "centered": True,
+    },
+    "std": {
+        "combine": "add",
+        "identity": "0",
+        "finish": "sqrt(({T})((double){acc} / {divisor}))",
+        "centered": True,
+    },
     "max": {"combine": "max", "identity": "lowest", "finish": "{acc}"},
     "min": {"combine": "min", "identity": "highest", "finish": "{acc}"},
     "any": {"combine": "or", "identity": "0", "finish": "{acc}"},

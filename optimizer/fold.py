@@ -174,19 +174,33 @@ def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
     program = []
     for name, refs, attr_names in recipe.data:
         program.append((REGISTRY[name].kernel, [(r[0], int(r[1])) for r in refs], list(attr_names)))
-    state: dict[str, Any] = {"key": None, "refs": (), "value": None, "hits": 0, "misses": 0, "calls": 0}
+    # Each intermediate is dropped after its last reader: a folded chain of thousands of
+    # steps holds a few values at a time, not all of them (memory, and time lost to paging).
+    last_use = [0] * len(program)
+    for j, (_, refs_, _) in enumerate(program):
+        for kind, i in refs_:
+            if kind == "n":
+                last_use[i] = j
+    release: list[list[int]] = [[] for _ in program]
+    for i, j in enumerate(last_use[:-1]):
+        if j > i:
+            release[j].append(i)
+    # "memo" is one (key, refs, value) tuple, read and replaced whole: threads running the same
+    # cached plan at once never pair one run's key with another's value (the counts only steer
+    # retention, so a lost update there is harmless)
+    state: dict[str, Any] = {"memo": (None, (), None), "hits": 0, "misses": 0, "calls": 0}
 
     def run(*inputs: Any, **attrs: Any) -> np.ndarray:
         try:
             key = (tuple(_input_key(v) for v in inputs), canon(tuple(sorted(attrs.items()))))
         except Uncacheable:
             key = None
-        if key is not None and key == state["key"]:
-            refs = state["refs"]
-            if all(r() is v for r, v in zip(refs, _owners(inputs))):
+        held_key, held_refs, held_value = state["memo"]
+        if key is not None and key == held_key:
+            if all(r() is v for r, v in zip(held_refs, _owners(inputs))):
                 state["hits"] += 1
                 MEMO_STATS["hits"] += 1
-                return state["value"]
+                return held_value
         state["misses"] += 1
         state["calls"] += 1
         MEMO_STATS["misses"] += 1
@@ -194,6 +208,9 @@ def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
         for j, (kernel, refs_, names) in enumerate(program):
             args = [inputs[i] if kind == "i" else vals[i] for kind, i in refs_]
             vals.append(np.asarray(kernel(*args, **{a: attrs[f"{j}:{a}"] for a in names})))
+            del args
+            for i in release[j]:
+                vals[i] = None
         value = vals[-1]
         retain = state["hits"] > 0 or state["misses"] <= _GIVE_UP or state["calls"] % _RETRY == 0
         if key is not None and retain:
@@ -205,12 +222,10 @@ def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
             except TypeError:  # memory owned by an object without weak references: not kept
                 key = None
         if key is not None and retain:
-            state["key"] = key
-            state["refs"] = refs
-            state["value"] = value
+            state["memo"] = (key, refs, value)
             MEMO_STATS["stored"] += 1
         else:
-            state["key"], state["refs"], state["value"] = None, (), None
+            state["memo"] = (None, (), None)
         return value
 
     return run

@@ -142,6 +142,25 @@ def test_entries_of_another_library_version_are_never_read(cache_dir, monkeypatc
     assert statuses == ["current", "other version"]
 
 
+def test_registering_a_pass_later_makes_a_new_version(cache_dir, monkeypatch):
+    # the version is read on every miss, not frozen at the first one: entries built with
+    # another set of passes must never be read back as if the passes had not changed
+    from optimizer.registry import register_pass, unregister_pass
+
+    run_program()
+    first = executor._disk_store().version
+    register_pass("test_noop_pass", 1)(lambda g: False)
+    try:
+        assert executor._disk_store().version != first
+        lg.cache.clear(disk=False)
+        np.testing.assert_allclose(run_program(), expected())
+        assert lg.cache.stats()["disk_hits"] == 0
+        assert sorted(r["status"] for r in lg.cache.entries()) == ["current", "other version"]
+    finally:
+        unregister_pass("test_noop_pass")
+    assert executor._disk_store().version == first
+
+
 def test_least_recently_used_entries_are_evicted_past_the_limit(cache_dir, monkeypatch):
     monkeypatch.setenv("LAZYGRAPH_CACHE_LIMIT_MB", str(20000 / 2**20))
     monkeypatch.setattr(executor, "_disk", None)

@@ -40,11 +40,14 @@ def _head(pat: list) -> tuple[str, str | None]:
 class _Match:
     """Bindings and guards of one (partial) match."""
 
-    __slots__ = ("env", "guards")
+    __slots__ = ("env", "guards", "users")
 
     def __init__(self) -> None:
         self.env: dict[str, QNode] = {}
         self.guards: list[Expr] = []
+        # readers per node, for `single_use`: made on demand, per match (the engine is shared
+        # by every thread, so nothing about one graph may live on it)
+        self.users: dict[int, int] | None = None
 
     def save(self) -> tuple[dict, int]:
         return dict(self.env), len(self.guards)
@@ -70,7 +73,6 @@ class Engine:
         self.index: dict[str, list[Rule]] = {}
         self.fired: Counter[str] = Counter()  # totals over this process
         self.seconds = 0.0
-        self._users: dict[int, int] | None = None  # readers per node, for `single_use` (per round)
         for r in rules or []:
             self.add(r)
 
@@ -157,9 +159,9 @@ class Engine:
                 if ok:
                     m.guards.append(("eq", g.attr_expr(a, "view"), ("transposed", g.shape_expr(a.inputs[0]))))
             elif what == "single_use":
-                if self._users is None:
-                    self._users = g.users()
-                ok = self._users.get(id(a), 0) == 1
+                if m.users is None:
+                    m.users = g.users()
+                ok = m.users.get(id(a), 0) == 1
             elif what == "scalar":
                 ok = a.scalar
             elif what == "array":
@@ -221,7 +223,6 @@ class Engine:
         """The replacement for n if `rule` matches it (guards recorded), else None."""
         m = _Match()
         m.env["?root"] = n
-        self._users = None
         if not self._match(g, rule.lhs, n, m) or not self._conditions(g, rule, m):
             return None
         new = self._build(g, rule.rhs, m.env, n)

@@ -11,44 +11,70 @@ structure), and the totals are unchanged.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from cache.graph import Graph
 
 
-class PassReport:
-    """Per-pass and per-rule counters (the last optimization and the process total)."""
+class _PerThread(threading.local):
+    """The optimization a thread is running and the evaluation it ran last."""
 
     def __init__(self) -> None:
+        self.current: list[dict[str, Any]] = []
+        self.last: dict[str, Any] = {"passes": [], "rules": {}}
+
+
+class PassReport:
+    """Per-pass and per-rule counters (the last optimization and the process total).
+
+    Threads optimize at once: the totals change under a lock, while the optimization being
+    recorded and `last` belong to the calling thread (a thread sees its own last evaluation).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
-        """Zero every counter."""
-        self.passes: dict[str, dict[str, float]] = {}
-        self.rules: dict[str, int] = {}
-        self.optimizations = 0
-        self.last: dict[str, Any] = {"passes": [], "rules": {}}
-        self._current: list[dict[str, Any]] = []
+        """Zero every counter (and every thread's last evaluation)."""
+        with self._lock:
+            self.passes: dict[str, dict[str, float]] = {}
+            self.rules: dict[str, int] = {}
+            self.optimizations = 0
+            self._local = _PerThread()
+
+    @property
+    def last(self) -> dict[str, Any]:
+        """What this thread's last evaluation ran (see the module docstring)."""
+        return self._local.last
+
+    @last.setter
+    def last(self, value: dict[str, Any]) -> None:
+        self._local.last = value
 
     def record_pass(self, name: str, fired: bool, seconds: float, nodes: int) -> None:
         """One pass ran (its condition held): whether it changed the graph, how long it took."""
-        row = self.passes.setdefault(name, {"runs": 0, "fired": 0, "seconds": 0.0})
-        row["runs"] += 1
-        row["fired"] += int(fired)
-        row["seconds"] += seconds
-        self._current.append({"pass": name, "fired": fired, "seconds": seconds, "nodes_after": nodes})
+        with self._lock:
+            row = self.passes.setdefault(name, {"runs": 0, "fired": 0, "seconds": 0.0})
+            row["runs"] += 1
+            row["fired"] += int(fired)
+            row["seconds"] += seconds
+        self._local.current.append({"pass": name, "fired": fired, "seconds": seconds, "nodes_after": nodes})
 
     def finish(self, g: Graph) -> None:
         """Close one optimization of `g` (rules from its artifacts)."""
         rules = dict(g.artifacts.get("rules", {}))
         for what, n in g.artifacts.get("library", {}).items():
             rules[f"library:{what}"] = n
-        for name, n in rules.items():
-            self.rules[name] = self.rules.get(name, 0) + n
-        self.optimizations += 1
-        self.last = {"passes": self._current, "rules": rules, "cached": False}
-        g.artifacts["pass_report"] = {"passes": self._current, "rules": rules}
-        self._current = []
+        with self._lock:
+            for name, n in rules.items():
+                self.rules[name] = self.rules.get(name, 0) + n
+            self.optimizations += 1
+        local = self._local
+        current, local.current = local.current, []
+        local.last = {"passes": current, "rules": rules, "cached": False}
+        g.artifacts["pass_report"] = {"passes": current, "rules": rules}
 
     def evaluated(self, artifacts: dict, outcome: str) -> None:
         """An evaluation ran the transformation with these artifacts (outcome hit/disk/miss/off)."""
@@ -66,23 +92,25 @@ class PassReport:
         }
 
     def summary(self) -> dict[str, Any]:
-        """Totals and the last optimization, JSON-ready."""
+        """Totals and this thread's last optimization, JSON-ready."""
         from optimizer.fold import MEMO_STATS
 
-        return {
-            "optimizations": self.optimizations,
-            "passes": {k: dict(v) for k, v in sorted(self.passes.items())},
-            "rules": dict(sorted(self.rules.items())),
-            "memo": dict(MEMO_STATS),
-            "last": self.last,
-        }
+        with self._lock:
+            return {
+                "optimizations": self.optimizations,
+                "passes": {k: dict(v) for k, v in sorted(self.passes.items())},
+                "rules": dict(sorted(self.rules.items())),
+                "memo": dict(MEMO_STATS),
+                "last": self.last,
+            }
 
     def lines(self) -> list[str]:
         """The totals as `name = ...` lines (nothing before the first optimization)."""
         if not self.optimizations:
             return []
-        rows = sorted(self.passes.items(), key=lambda kv: -kv[1]["seconds"])
-        cells = ", ".join(f"{k} {r['runs']}/{r['fired']}/{r['seconds'] * 1e3:.2f}" for k, r in rows)
+        with self._lock:
+            rows = sorted(self.passes.items(), key=lambda kv: -kv[1]["seconds"])
+            cells = ", ".join(f"{k} {r['runs']}/{r['fired']}/{r['seconds'] * 1e3:.2f}" for k, r in rows)
         out = [f"pass totals over {self.optimizations} optimizations (runs/fired/ms) = {cells}"]
         if self.rules:
             out.append("rule totals = " + ", ".join(f"{k} x{v}" for k, v in sorted(self.rules.items())))

@@ -45,12 +45,12 @@ class Tables:
         self.alloc = np.asarray(dag.alloc, dtype=np.int64)
         self.need = self.alloc + np.asarray(dag.temp, dtype=np.int64)
         self.sizes = np.asarray(dag.sizes, dtype=np.int64)
-        self.touch_ptr, self.touch = _csr([[s for s, _ in t] for t in dag.touch])
+        self.touch_ptr, self.touch = _csr(dag.touch_s)
         self.succ_ptr, self.succ = _csr(dag.succs)
         self.pred_ptr, self.pred = _csr(dag.preds)
         self.rem0 = np.zeros(n, dtype=np.int32)
-        for s, fm in dag.free_mask.items():
-            self.rem0[s] = fm.bit_count()
+        for s, fs in dag.free_nodes.items():
+            self.rem0[s] = len(fs)
         self.indeg0 = np.asarray([len(p) for p in dag.preds], dtype=np.int32)
         # Sets are identified by a hash, the XOR of per-node keys: the exact bitset when it fits
         # in 63 bits, random 64-bit keys otherwise (a collision is astronomically unlikely).

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optimizer.schedule.graph import Dag, bits
+from optimizer.schedule.graph import Dag
 from optimizer.schedule.memory import live_profile
 
 #: how many fitting buffers (smallest first) are checked against the peak before allocating anew
@@ -77,7 +77,7 @@ def plan_buffers(
             assign[v] = assign[s]
         elif dag.sizes[v]:
             kept = s in dag.kept_storage
-            end = n - 1 if kept else max(pos[u] for u in bits(dag.free_mask[s]))
+            end = n - 1 if kept else max(pos[u] for u in dag.free_nodes[s])
             pool = pools.setdefault(dag.dtypes[v], [])
             b = None
             if takes is None or takes[v]:

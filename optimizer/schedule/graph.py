@@ -34,12 +34,14 @@ class Dag:
         "dtypes",
         "preds",
         "succs",
-        "pred_mask",
+        "_pred_mask",
         "root",
         "members",
-        "free_mask",
+        "_free_mask",
+        "free_nodes",
         "kept_storage",
-        "touch",
+        "_touch",
+        "touch_s",
         "alloc",
         "recorded",
         "_closure",
@@ -73,7 +75,9 @@ class Dag:
         for v in range(n):
             for u in self.preds[v]:
                 self.succs[u].append(v)
-        self.pred_mask = [mask(p) for p in self.preds]
+        self._pred_mask: list[int] | None = None
+        self._free_mask: dict[int, int] | None = None
+        self._touch: list[list[tuple[int, int]]] | None = None
         self.recorded = _topological(self.preds, self.succs)
         self._storages()
         # bytes newly allocated by running v: its size, or nothing for a view
@@ -105,22 +109,47 @@ class Dag:
         self.members: dict[int, list[int]] = {}
         for v in range(n):
             self.members.setdefault(root[v], []).append(v)
-        self.free_mask: dict[int, int] = {}
+        # Sparse first: lists of node indices cost the edges, where a Python-int bitset per
+        # buffer costs its highest index (quadratic over a graph of 100,000 steps). The
+        # bitsets the searches use are built on first use (small graphs only, in practice).
+        self.free_nodes: dict[int, list[int]] = {}
         self.kept_storage: set[int] = set()
         for s, mem in self.members.items():
-            m = mask(mem)
+            fs = set(mem)
             for v in mem:
-                m |= mask(self.succs[v])
-            self.free_mask[s] = m
+                fs.update(self.succs[v])
+            self.free_nodes[s] = sorted(fs)
             if any(v in self.keep for v in mem):
                 self.kept_storage.add(s)
-        # touch[v]: the freeable buffers whose release waits for v, with their free masks.
-        self.touch: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-        for s, m in self.free_mask.items():
+        # touch_s[v]: the freeable buffers whose release waits for v.
+        self.touch_s: list[list[int]] = [[] for _ in range(n)]
+        for s, fs in self.free_nodes.items():
             if s in self.kept_storage or self.sizes[s] == 0:
                 continue
-            for v in bits(m):
-                self.touch[v].append((s, m))
+            for v in fs:
+                self.touch_s[v].append(s)
+
+    @property
+    def pred_mask(self) -> list[int]:
+        """Per node, the bitset of its inputs (built on first use)."""
+        if self._pred_mask is None:
+            self._pred_mask = [mask(p) for p in self.preds]
+        return self._pred_mask
+
+    @property
+    def free_mask(self) -> dict[int, int]:
+        """Per storage, the bitset of the nodes whose run its release waits for (built on first use)."""
+        if self._free_mask is None:
+            self._free_mask = {s: mask(fs) for s, fs in self.free_nodes.items()}
+        return self._free_mask
+
+    @property
+    def touch(self) -> list[list[tuple[int, int]]]:
+        """Per node, the freeable buffers whose release waits for it, with their free masks."""
+        if self._touch is None:
+            fm = self.free_mask
+            self._touch = [[(s, fm[s]) for s in ts] for ts in self.touch_s]
+        return self._touch
 
     def closure(self) -> tuple[list[int], list[int]]:
         """Ancestor and descendant bitsets of every node (computed once, on demand)."""

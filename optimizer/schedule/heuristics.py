@@ -103,12 +103,13 @@ def _list_schedule(dag: Dag, choose: Callable[[list[int], int, list[int]], int])
     n = dag.n
     sizes, root = dag.sizes, dag.root
     indeg = [len(p) for p in dag.preds]
-    remaining = {s: m.bit_count() for s, m in dag.free_mask.items()}
+    free_nodes = dag.free_nodes
+    remaining = {s: len(fs) for s, fs in free_nodes.items()}
     gain = [0] * n
-    for s in dag.free_mask:
+    for s in free_nodes:
         if remaining[s] == 1 and s not in dag.kept_storage:
             gain[s] += sizes[s]
-    done = 0
+    done = bytearray(n)
     ready = [v for v in dag.recorded if indeg[v] == 0]
     live = 0
     order = []
@@ -116,17 +117,17 @@ def _list_schedule(dag: Dag, choose: Callable[[list[int], int, list[int]], int])
         v = choose(ready, live, gain)
         ready.remove(v)
         order.append(v)
-        done |= 1 << v
+        done[v] = 1
         if root[v] == v:
             live += sizes[v]
-        for s, m in dag.touch[v]:
+        for s in dag.touch_s[v]:
             r = remaining[s] - 1
             remaining[s] = r
             if r == 0:
                 live -= sizes[s]
             elif r == 1:
-                last = m & ~done
-                gain[last.bit_length() - 1] += sizes[s]
+                last = next(u for u in free_nodes[s] if not done[u])
+                gain[last] += sizes[s]
         for w in dag.succs[v]:
             indeg[w] -= 1
             if indeg[w] == 0:

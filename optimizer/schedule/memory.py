@@ -43,14 +43,14 @@ def is_topological(dag: Dag, order: Sequence[int]) -> bool:
 def live_profile(dag: Dag, order: Sequence[int]) -> tuple[list[int], list[int]]:
     """Bytes in use during each step of `order`, and live bytes after it (a reference-count simulation)."""
     check_order(dag, order)
-    sizes, temp, alloc, touch = dag.sizes, dag.temp, dag.alloc, dag.touch
-    remaining = {s: m.bit_count() for s, m in dag.free_mask.items()}
+    sizes, temp, alloc, touch = dag.sizes, dag.temp, dag.alloc, dag.touch_s
+    remaining = {s: len(fs) for s, fs in dag.free_nodes.items()}
     live = 0
     steps, after = [], []
     for v in order:
         live += alloc[v]
         steps.append(live + temp[v])
-        for s, _ in touch[v]:
+        for s in touch[v]:
             remaining[s] -= 1
             if remaining[s] == 0:
                 live -= sizes[s]

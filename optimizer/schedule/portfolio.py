@@ -23,6 +23,9 @@ from optimizer.schedule.windows import improve
 EXACT_MAX_NODES = 160
 #: graphs up to this many nodes also get a small beam (larger ones spend the time on windows)
 BEAM_MAX_NODES = 400
+#: graphs up to this many nodes get the per-node lower bound (its ancestor and descendant
+#: bitsets cost n^2/8 bytes); larger ones the simple bound, so the whole call stays near linear
+BOUND_MAX_NODES = 8000
 
 
 @dataclass
@@ -36,6 +39,12 @@ class ScheduleResult:
     lower_bound: int  # no order of this graph has a lower peak
     candidates: dict[str, int] = field(default_factory=dict)  # each scheduler's peak
     seconds: float = 0.0
+
+
+def simple_bound(dag: Dag) -> int:
+    """A peak no order can beat, in linear time: all kept buffers, or the largest single step."""
+    kept = sum(dag.sizes[s] for s in dag.kept_storage)
+    return max(kept, max(a + t for a, t in zip(dag.alloc, dag.temp)))
 
 
 def best_order(dag: Dag, budget: float = 1.0, *, state_cap: int = 100_000) -> ScheduleResult:
@@ -61,7 +70,7 @@ def best_order(dag: Dag, budget: float = 1.0, *, state_cap: int = 100_000) -> Sc
         orders[name] = order
         if best_peak is None or peak < best_peak:
             best_name, best_order_, best_peak = name, order, peak
-    lb = lower_bound(dag)
+    lb = lower_bound(dag) if n <= BOUND_MAX_NODES else simple_bound(dag)
 
     def result(optimal: bool) -> ScheduleResult:
         proven = optimal or best_peak == lb

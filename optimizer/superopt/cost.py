@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ops import storage
 from ops.base import REGISTRY
 from ops.fileio import atomic_write
 from optimizer.superopt.apply import SGraph, SNode, frozen
@@ -52,12 +53,7 @@ def machine_tag() -> str:
 
 
 def _store_path() -> Path:
-    env = os.environ.get("LAZYGRAPH_CACHE_DIR")
-    base = Path(env).expanduser() if env else None
-    if base is None:
-        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = Path(root) / "lazygraph"
-    return base / "superopt_costs.json"
+    return storage.cache_root() / "superopt_costs.json"  # the one cache root (ops/storage.py)
 
 
 def _nbytes(shape: tuple, dtype: np.dtype) -> float:
@@ -89,7 +85,8 @@ class CostModel:
 
     def _load(self) -> None:
         try:
-            d = json.loads(self._file().read_bytes())
+            # one safe read: no link, FIFO or device, this user's file, size capped (BadEntry: ValueError)
+            d = json.loads(storage.read_entry(self._file(), 64 * 2**20) or b"null")
             if d.get("tag") != machine_tag():
                 return
             times = {str(k): float(v) for k, v in d["times"].items()}
@@ -99,7 +96,7 @@ class CostModel:
                     float(calib[k]) for k in ("flops", "bw", "overhead")
                 )
             self.times = times
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return  # missing, corrupt or foreign: measure again
 
     def save(self) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 
 from cache.graph import Graph, QNode
 from cache.recipe import Recipe, register_constructor
+from ops import settings
 from ops.views import View
 from optimizer.registry import register_pass
 from optimizer.superopt.apply import SGraph
@@ -52,12 +53,8 @@ def enabled() -> bool:
 
 
 def _number(name: str, default: float) -> float:
-    """A numeric setting; a malformed value means the default (an evaluation never fails on it)."""
-    try:
-        v = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return v if v >= 0 else default
+    """A numeric setting >= 0; a malformed value is an error naming the setting (ops/settings.py)."""
+    return float(settings.number(name, default, minimum=0))
 
 
 def _settings() -> tuple[float, int, str]:

@@ -203,10 +203,12 @@ def proven_rules(path: str | Path | None = None) -> list[SuperRule]:
         key = (str(p), st.st_mtime_ns, st.st_size)
     except OSError:
         key = (str(p), 0, 0)
-    if key not in _CACHE:
+    cached = _CACHE.get(key)
+    if cached is None:  # read into a local: another thread may clear the cache meanwhile
+        cached = [r for r in read_rules(p).rules if r.status == "proven"]
         _CACHE.clear()
-        _CACHE[key] = [r for r in read_rules(p).rules if r.status == "proven"]
-    rules = list(_CACHE[key])
+        _CACHE[key] = cached
+    rules = list(cached)
     if path is None:
         rules += [r for r in USER_RULES if r.status == "proven"]
     return rules

@@ -1,0 +1,239 @@
+"""Float sums and products in NumPy's order, whatever the thread count (C renderer only).
+
+NumPy adds a float reduction along its innermost (unit-stride) axis pairwise: blocks of at
+most 128 elements go into 8 accumulators combined as ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)),
+blocks under 8 elements one by one, and longer runs split at n2 = n/2 - (n/2)%8 and add the
+two halves' sums; the result is 0 + that sum. Along any other axis it adds element after
+element, and it multiplies element after element always. A stage holding such a reduction
+is rendered here in exactly that order: outer reduced loops in order, the innermost reduced
+loop pairwise when every array it reads steps through it with unit stride, else in order.
+
+Threads never split an ordered reduction: they split the kept loops (A* is told that an
+ordered reduced loop is sequential), and a sum with no kept loop splits into whole subtrees
+of the pairwise recursion (nodes of at most max(16384, n/64) elements, so at most 256 of
+them), summed in parallel and combined in the recursion's order: the same bits for any
+thread count. Reductions that are exact in any order (integers, max, min, any, all) keep
+their OpenMP clauses, also inside an ordered stage.
+"""
+
+from __future__ import annotations
+
+from jit import types
+from jit.spec import Spec
+
+#: NumPy's pairwise block (PW_BLOCKSIZE)
+LEAF = 128
+#: smallest subtree a thread sums alone when a sum has no kept loop
+TOP_LEAF = 16384
+
+
+def is_ordered(spec: Spec, r: int, exact: bool = True) -> bool:
+    """Whether reduction value r must run in NumPy's order (a float sum or product)."""
+    v = spec.values[r]
+    if not exact or v.kind != "reduce":
+        return False
+    return types.acc_dtype(v.dtype).kind == "f" and (v.center >= 0 or v.combine in ("add", "mul"))
+
+
+def ordered_levels(spec: Spec, exact: bool = True) -> set[int]:
+    """Stages (levels) that hold an ordered reduction; their reduced loops stay sequential."""
+    return {v.level for i, v in enumerate(spec.values) if is_ordered(spec, i, exact)}
+
+
+class OrderedStages:
+    """Mixin for the C renderer: `stage` renders ordered stages itself (module docstring)."""
+
+    exact = True
+
+    def _is_add(self, r: int) -> bool:
+        v = self.spec.values[r]
+        return v.center >= 0 or v.combine == "add"
+
+    def stage(self, st: int, done: set[int]) -> None:
+        """Accumulate the reductions of level `st`, ordered ones in NumPy's order."""
+        reds = self.reds[st]
+        if not self.nr or not any(is_ordered(self.spec, r, self.exact) for r in reds):
+            super().stage(st, done)
+            return
+        for r in reds:
+            self.declare_acc(r)
+        vals: set[int] = set()
+        for r in reds:
+            vals |= self.need_full[self.spec.values[r].args[0]]
+        adds = [r for r in reds if is_ordered(self.spec, r) and self._is_add(r)]
+        muls = [r for r in reds if is_ordered(self.spec, r) and not self._is_add(r)]
+        inner = self.nk + self.nr - 1
+        for j in range(self.nr - 1):
+            self._plain_open(self.nk + j)
+        if adds and self._unit(vals, inner):
+            if self.nk == 0 and self.nr == 1 and not muls:
+                self._parallel_pairwise(st, vals, reds, adds)
+            else:
+                self._pairwise(st, vals, reds, adds, not muls, "0", f"n{inner}", "acc{r} += {v};")
+        else:
+            self._plain_open(inner)
+            self._values(st, vals)
+            for r in reds:
+                self.accumulate(r)
+            self._plain_close()
+        for _ in range(self.nr - 1):
+            self._plain_close()
+        for r in reds:
+            self.finish(r)
+            done.add(r)
+
+    # -- pieces -----------------------------------------------------------------------------
+    def _unit(self, vals: set[int], li: int) -> bool:
+        arrays = {self.spec.values[v].index for v in vals if self.spec.values[v].kind == "load"}
+        return all(self.layout.unit[a][li] for a in arrays if self.layout.moves[a][li])
+
+    def _plain_open(self, li: int) -> None:
+        self.emit(f"for (int64_t i{li} = 0; i{li} < n{li}; i{li}++) {{")
+        self.depth += 1
+        self._open_r.append(li)
+
+    def _plain_close(self) -> None:
+        self._open_r.pop()
+        self.depth -= 1
+        self.emit("}")
+
+    def _values(self, st: int, vals: set[int]) -> None:
+        for i in sorted(vals):
+            line = self.value_line(i)
+            if line:
+                self.emit(line)
+            if self.stash.get(i, (0, -1))[1] == st:
+                self.emit(f"a{self.stash[i][0]}[{self.index(self.stash[i][0])}] = v{i};")
+
+    def _leaf_values(self, st: int, vals: set[int], buffered: list[int] | None, b: str) -> None:
+        """The values a pairwise block folds in: computed here, or read from the block buffers."""
+        if buffered is None:
+            self._values(st, vals)
+            return
+        li = self.nk + self.nr - 1
+        for a in buffered:
+            self.emit(f"const {self.ct(self.spec.values[a].dtype)} v{a} = lg_x{a}[i{li} - {b}];")
+
+    def _add_into(self, r: int, target: str) -> str:
+        v = self.spec.values[r]
+        x = f"v{v.args[0]}"
+        if v.center >= 0:
+            return f"{{ const {self.acc_type(r)} d{r} = {x} - v{v.center}; {target} += d{r} * d{r}; }}"
+        return f"{target} += {x};"
+
+    def _leaf(
+        self, st: int, vals: set[int], reds: list[int], adds: list[int], simd: bool, b: str, m: str
+    ) -> None:
+        """One pairwise block [b, b + m): sums into lg_l{r}; other reductions fold in as usual."""
+        li = self.nk + self.nr - 1
+        buffered = self.leaf_buffer(st, vals, reds, b, m)
+        for r in adds:
+            t = self.acc_type(r)
+            self.emit(f"{t} lg_l{r}; {t} lg_r{r}[8] = {{0}};")
+        self.emit(f"const int64_t lg_m8 = {m} < 8 ? 0 : {m} - {m} % 8;")
+        self.emit("for (int64_t lg_k = 0; lg_k < lg_m8; lg_k += 8) {")
+        self.depth += 1
+        others = [r for r in reds if r not in adds]
+        if simd:
+            self.emit("#pragma omp simd" + self.reduction_clause(others))
+        self.emit("for (int lg_j = 0; lg_j < 8; lg_j++) {")
+        self.depth += 1
+        self.emit(f"const int64_t i{li} = {b} + lg_k + lg_j;")
+        self._open_r.append(li)
+        self._leaf_values(st, vals, buffered, b)
+        for r in reds:
+            self.emit(self._add_into(r, f"lg_r{r}[lg_j]") if r in adds else self.update(r))
+        self._open_r.pop()
+        self.depth -= 1
+        self.emit("}")
+        self.depth -= 1
+        self.emit("}")
+        for r in adds:
+            a = [f"lg_r{r}[{j}]" for j in range(8)]
+            tree = f"(({a[0]} + {a[1]}) + ({a[2]} + {a[3]})) + (({a[4]} + {a[5]}) + ({a[6]} + {a[7]}))"
+            self.emit(f"lg_l{r} = lg_m8 ? {tree} : 0;")
+        self.emit(f"for (int64_t i{li} = {b} + lg_m8; i{li} < {b} + {m}; i{li}++) {{")
+        self.depth += 1
+        self._open_r.append(li)
+        self._leaf_values(st, vals, buffered, b)
+        for r in reds:
+            self.emit(self._add_into(r, f"lg_l{r}") if r in adds else self.update(r))
+        self._open_r.pop()
+        self.depth -= 1
+        self.emit("}")
+
+    def _pairwise(
+        self,
+        st: int,
+        vals: set[int],
+        reds: list[int],
+        adds: list[int],
+        simd: bool,
+        start: str,
+        n: str,
+        out: str,
+    ) -> None:
+        """The pairwise sum of [start, start + n) over the innermost reduced loop; `out` stores it."""
+        self.emit("{")
+        self.depth += 1
+        self.emit("lg_pw_t lg_it; int64_t lg_b, lg_n; int lg_c, lg_sp = 0;")
+        for r in adds:
+            self.emit(f"{self.acc_type(r)} lg_v{r}[64];")
+        self.emit(f"lg_pw_init(&lg_it, {start}, {n}, {LEAF});")
+        self.emit("while (lg_pw_next(&lg_it, &lg_b, &lg_n, &lg_c)) {")
+        self.depth += 1
+        self.emit("{")
+        self.depth += 1
+        self._leaf(st, vals, reds, adds, simd, "lg_b", "lg_n")
+        for r in adds:
+            self.emit(f"lg_v{r}[lg_sp] = lg_l{r};")
+        self.depth -= 1
+        self.emit("}")
+        self.emit("lg_sp++;")
+        self._close_pending(adds, "lg_v", "lg_c")
+        self.depth -= 1
+        self.emit("}")
+        for r in adds:
+            self.emit("if (lg_sp) " + out.format(r=r, v=f"lg_v{r}[0]"))
+        self.depth -= 1
+        self.emit("}")
+
+    def _close_pending(self, adds: list[int], stack: str, count: str) -> None:
+        adds_ = " ".join(f"{stack}{r}[lg_sp - 1] += {stack}{r}[lg_sp];" for r in adds)
+        self.emit(f"for (; {count} > 0; {count}--) {{ lg_sp--; {adds_} }}")
+
+    def _parallel_pairwise(self, st: int, vals: set[int], reds: list[int], adds: list[int]) -> None:
+        """No kept loop: threads sum whole subtrees, combined afterwards in the tree's order."""
+        li = self.nk
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"const int64_t lg_T = n{li} / 64 > {TOP_LEAF} ? n{li} / 64 : {TOP_LEAF};")
+        # a subtree's parent has more than lg_T elements, so it has at least lg_T / 4: <= 256
+        self.emit("lg_pw_t lg_top; int64_t lg_ts[320], lg_tn[320]; int lg_tc[320], lg_nt = 0;")
+        self.emit(f"lg_pw_init(&lg_top, 0, n{li}, lg_T);")
+        self.emit("while (lg_pw_next(&lg_top, &lg_ts[lg_nt], &lg_tn[lg_nt], &lg_tc[lg_nt])) lg_nt++;")
+        for r in adds:
+            self.emit(f"{self.acc_type(r)} lg_p{r}[320];")
+        others = [r for r in reds if r not in adds]
+        self.emit("#pragma omp parallel for schedule(static)" + self.reduction_clause(others))
+        self.emit("for (int lg_t = 0; lg_t < lg_nt; lg_t++) {")
+        self.depth += 1
+        self._pairwise(st, vals, reds, adds, True, "lg_ts[lg_t]", "lg_tn[lg_t]", "lg_p{r}[lg_t] = {v};")
+        self.depth -= 1
+        self.emit("}")
+        self.emit("int lg_sp = 0;")
+        for r in adds:
+            self.emit(f"{self.acc_type(r)} lg_w{r}[64];")
+        self.emit("for (int lg_t = 0; lg_t < lg_nt; lg_t++) {")
+        self.depth += 1
+        for r in adds:
+            self.emit(f"lg_w{r}[lg_sp] = lg_p{r}[lg_t];")
+        self.emit("lg_sp++;")
+        self.emit("int lg_c = lg_tc[lg_t];")
+        self._close_pending(adds, "lg_w", "lg_c")
+        self.depth -= 1
+        self.emit("}")
+        for r in adds:
+            self.emit(f"if (lg_sp) acc{r} += lg_w{r}[0];")
+        self.depth -= 1
+        self.emit("}")
