@@ -26,6 +26,8 @@ from jit import layout as lay
 from jit.domain import Domain, NotFusable
 from jit.ir import Par
 from jit.layout import Layout
+from jit.render_block import W as BLOCK
+from jit.render_block import blocked_extent
 from jit.render_c import render_c
 from jit.render_order import ordered_levels
 from jit.spec import Spec, build_spec
@@ -127,8 +129,9 @@ class FusedKernel:
             slot[id(n)] = len(slot)
         self.out_slots = [slot[id(o)] for o in region.outputs]
         self.names = [n.op.name for n in region.nodes]
-        # keyed by layout and numeric mode (LAZYGRAPH_FAST_MATH may change between calls)
-        self.variants: dict[tuple[Layout, bool], tuple[Any, astar.SearchResult, str]] = {}
+        # keyed by layout, numeric mode (LAZYGRAPH_FAST_MATH may change between calls) and
+        # whether block loops may be shorter than a block (render_block.blocked_extent)
+        self.variants: dict[tuple[Layout, bool, bool], tuple[Any, astar.SearchResult, str]] = {}
         self.cuda_variants: dict[Layout, tuple[str, astar.SearchResult]] = {}
         self.cuda_fns: dict[tuple[Layout, bool], Any] = {}
         # threads share kernels: one builds a layout's variant while the others wait for it
@@ -183,18 +186,21 @@ class FusedKernel:
         strides = lay.axis_strides(spec, allarr)
         layout = lay.make_layout(spec, sizes, strides)
         fast = compile_c.fast_math()
-        fn = self.variants.get((layout, fast))
+        args = lay.loop_args(spec, layout, sizes, strides)
+        # block loops shorter than a block need a second, padded body: built only for such calls
+        short = blocked_extent(len(layout.kloops), len(layout.rloops), args) < BLOCK
+        fn = self.variants.get((layout, fast, short))
         if fn is None:
             with self._lock:
-                fn = self.variants.get((layout, fast)) or self._build(layout, fast)
-        dims = np.asarray(lay.loop_args(spec, layout, sizes, strides), dtype=np.int64)
+                fn = self.variants.get((layout, fast, short)) or self._build(layout, fast, short)
+        dims = np.asarray(args, dtype=np.int64)
         ptrs = (ctypes.c_void_p * max(1, len(allarr)))(*[a.ctypes.data for a in allarr])
         fsa = np.asarray(fs or [0.0], dtype=np.float64)
         isa = np.asarray(is_ or [0], dtype=np.int64)
         fn[0](ptrs, dims.ctypes.data, fsa.ctypes.data, isa.ctypes.data)
         return outs
 
-    def _build(self, layout: Layout, fast: bool) -> tuple[Any, astar.SearchResult, str]:
+    def _build(self, layout: Layout, fast: bool, short: bool) -> tuple[Any, astar.SearchResult, str]:
         spec = self.spec
         kir = lay.build_ir(spec, layout, "cpu")
         # Float sums and products keep NumPy's order (jit/render_order.py): their reduced
@@ -208,7 +214,7 @@ class FusedKernel:
         # libmvec's vector functions differ from the scalar libm in the last bit for a few inputs
         # (acosf near 0): by default only block loops call them, for every element (render_block)
         mvec = bool(tc and tc["mvec"])
-        source = render_c(spec, layout, result.assignment, mvec=mvec, exact=not fast)
+        source = render_c(spec, layout, result.assignment, mvec=mvec, exact=not fast, short=short)
         if debug_level() >= 3:
             log(
                 f"JIT kernel ({len(self.names)} ops: {', '.join(self.names)})\n{kir.describe()}\n"
@@ -216,7 +222,7 @@ class FusedKernel:
             )
         fn = compile_c.build(source)
         entry = (fn, result, source)
-        self.variants[(layout, fast)] = entry
+        self.variants[(layout, fast, short)] = entry
         return entry
 
     # -- CUDA -----------------------------------------------------------------------------

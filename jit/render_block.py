@@ -13,9 +13,14 @@ block loop:
   vector length; threads take whole blocks, so a thread's share ends on a block edge;
 - a full block runs one `omp simd` loop of LG_W iterations, which the compiler vectorises
   with no scalar remainder;
-- the last, partial block copies its inputs into local arrays of LG_W, padded with the last
-  valid element's inputs (a real input, so no new special case), runs the same LG_W-iteration
-  vector loop on them and copies the valid results out.
+- the last, partial block is shifted back to end at the range's end, so it recomputes a few
+  elements of the block before it (the same values, through the same code: outputs never
+  share memory with inputs) and the loop body exists once: gcc's register allocation time
+  grows fast with function size, and a second body made kernels 3-20x slower to compile;
+- only where the range can be shorter than LG_W (a kernel variant built for such a call, see
+  `blocked_extent`) does the last block copy its inputs into local arrays of LG_W, padded with
+  the last valid element's inputs (a real input, so no new special case), run the same
+  LG_W-iteration vector loop on them and copy the valid results out.
 
 Every element therefore goes through the same vector function. Loops that cannot be blocked
 this way (a reduction that is exact in any order, a value computed once per row, a sum over
@@ -78,6 +83,8 @@ class VectorBlocks:
 
     #: set by render_c: vector math in block loops (exact mode with libmvec available)
     vmath = False
+    #: set by render_c: a blocked range may be shorter than LG_W (the padded-block branch)
+    short = False
 
     def calls_vmath(self, ids) -> bool:  # noqa: ANN001
         """Whether any of the values `ids` calls a vectorisable math function."""
@@ -118,6 +125,18 @@ class VectorBlocks:
             self.emit("#pragma omp parallel for schedule(static)")
         self.emit(f"for (int64_t lg_q = 0; lg_q < {count}; lg_q += LG_W) {{")
         self.depth += 1
+        if not self.short:
+            # the last block ends at the range's end (count >= LG_W here): one loop body
+            self.emit(f"const int64_t lg_p = {count} - lg_q >= LG_W ? lg_q : {count} - LG_W;")
+            self._simd_open(f"const int64_t i{li} = {start} + lg_p + lg_j;")
+            for i, src in loads.items():
+                self.emit(f"const {t[i]} v{i} = {src};")
+            self._simd_close(
+                compute, [f"{dest.replace('lg_q + lg_j', 'lg_p + lg_j')} = v{v};" for dest, v in stores]
+            )
+            self.depth -= 1
+            self.emit("}")
+            return
         self.emit(f"if ({count} - lg_q >= LG_W) {{")
         self.depth += 1
         self._simd_open(f"const int64_t i{li} = {start} + lg_q + lg_j;")
@@ -231,3 +250,12 @@ class VectorBlocks:
         self.depth -= 1
         self.emit("}")
         return args
+
+
+def blocked_extent(nk: int, nr: int, dims: list[int]) -> int:
+    """The iteration count of the loop block loops run over (the innermost reduced loop, else
+    the innermost kept loop); pairwise leaves of a reduced row are never shorter than
+    min(row, 64), so this one extent decides whether any block range can be short."""
+    if nr:
+        return dims[nk + nr - 1]
+    return dims[nk - 1] if nk else W

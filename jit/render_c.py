@@ -134,11 +134,18 @@ class CRenderer(VectorBlocks, OrderedStages, Renderer):
             super().final(done)
 
 
-def render_c(spec, layout, assign: tuple[Par, ...], mvec: bool = True, exact: bool = True) -> str:  # noqa: ANN001
-    """The complete C source of one kernel; `exact` keeps NumPy's order, `mvec`: libmvec is there."""
+def render_c(  # noqa: ANN001
+    spec, layout, assign: tuple[Par, ...], mvec: bool = True, exact: bool = True, short: bool = False
+) -> str:
+    """The complete C source of one kernel; `exact` keeps NumPy's order, `mvec`: libmvec is there.
+
+    `short`: the blocked loop (render_block.blocked_extent) may run fewer than LG_W iterations,
+    so block loops need their padded-block branch (a second, costly-to-compile body).
+    """
     r = CRenderer(spec, layout, assign)
     r.exact = exact
     r.vmath = mvec and exact
+    r.short = short
     body = r.body()
     head = [PRELUDE, (vector_declarations() if exact else mvec_declarations()) if mvec else ""]
     head.append("void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {")
