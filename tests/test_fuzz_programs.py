@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import lazygraph as lg
+from lazygraph.array import Scalar
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -1073,7 +1074,15 @@ class LazyProgram(RuleBasedStateMachine):
         x = self.pick(data)
         key = draw_basic_key(data, x.shape)
         code = f"{x}[{fmt_key(key)}]"
-        self.record(code, lambda: x.a[key], lambda: x.n[key], lambda out: x.err)
+
+        def lg_fn():
+            a = x.a[key]
+            # one element by integers is a scalar, as in NumPy: `s += y` rebinds it (the "sub"
+            # form of `inplace` checks that); the pool keeps a 0-d array of it, like NumPy's twin
+            assert isinstance(a, Scalar) == isinstance(x.n[key], np.generic), f"{code}: scalar or view?"
+            return a[...] if isinstance(a, Scalar) else a
+
+        self.record(code, lg_fn, lambda: x.n[key], lambda out: x.err)
 
     @rule(data=st.data())
     def gather(self, data):
@@ -1248,8 +1257,9 @@ class LazyProgram(RuleBasedStateMachine):
 
         def np_apply(target):
             if form == "sub":
-                # lazygraph's elements are 0-d arrays (in place, same_kind), not NumPy scalars
-                t = np.asarray(target[key])
+                # `v[key] op= y`: an element read by integers is a scalar (op= rebinds it with
+                # NumPy's promotion, setitem casts back), anything else a view written in place
+                t = target[key]
                 t = INPLACE[name](t, yn)
                 target[key] = t
             elif form == "aug":
