@@ -67,6 +67,10 @@ class QNode:
         return f"<QNode {self.name} {kind} {self.dtype}{list(self.shape)}>"
 
 
+#: operator kinds cheap enough to compute for a held value alone (a pass over memory at most)
+_CHEAP_KINDS = frozenset({"view", "movement", "elementwise", "reduction", "gather"})
+
+
 class Graph:
     """Q under construction: nodes (inputs first), outputs (one per root), P slot -> node."""
 
@@ -173,13 +177,9 @@ class Graph:
         """Order nodes inputs-first (replacements may sit later than their new consumers)."""
         self.nodes = postorder(self.nodes)
 
-    def live_ids(self) -> set[int]:
-        """ids of the nodes some output or held value depends on (passes skip dead nodes; `dce` drops them)."""
+    def _reach(self, roots: list[QNode]) -> set[int]:
         live: set[int] = set()
-        # A value a live array holds (a gradient, an intermediate the user kept) is memoized by
-        # the evaluation, so it stays computed even when no requested output reads it.
-        pmap = self.pmap
-        stack = [*self.outputs, *(pmap[p] for p in self.held if pmap[p] is not None)]
+        stack = list(roots)
         while stack:
             n = stack.pop()
             if id(n) in live:
@@ -187,6 +187,32 @@ class Graph:
             live.add(id(n))
             stack.extend(n.inputs)
         return live
+
+    def roots(self) -> list[QNode]:
+        """The outputs, then the held values the plan computes too (see `live_ids`)."""
+        pmap, pnodes = self.pmap, self.pnodes
+        held = [(p, pmap[p]) for p in sorted(self.held) if pmap[p] is not None and not pmap[p].leaf]
+        if not held:
+            return list(self.outputs)
+        live = self._reach(self.outputs)
+        # A value a live array holds (a gradient, an intermediate the user kept) is memoized by
+        # the evaluation, so the plan computes it too. The exception is a storage's whole
+        # buffer (`users > 0`) that the outputs do not need and that is not one cheap step (a
+        # view, an elementwise or reduction step) from what they need: a gradient's product
+        # whose readers were rewritten to use its transposed product (computed, and held
+        # through the gradient's view), or a chain fold replaced by a memo step. Computing it
+        # would repeat that work; it stays unevaluated, as it was.
+        extra = []
+        for p, q in held:
+            if id(q) in live or pnodes[p].users == 0:
+                extra.append(q)
+            elif q.recipe is None and q.op.kind in _CHEAP_KINDS and all(id(c) in live for c in q.inputs):
+                extra.append(q)
+        return [*self.outputs, *extra]
+
+    def live_ids(self) -> set[int]:
+        """ids of the nodes the outputs and computed held values depend on (`dce` drops the rest)."""
+        return self._reach(self.roots())
 
     def remove_unreachable(self) -> int:
         """Drop nodes no output depends on; returns how many were dropped."""
@@ -227,9 +253,7 @@ class Graph:
         """Q as a transformation graph: canonical order (from the outputs), recovery per node."""
         order: list[QNode] = []
         index: dict[int, int] = {}
-        pmap = self.pmap
-        held = [pmap[p] for p in sorted(self.held) if pmap[p] is not None]
-        for root in [*self.outputs, *held]:
+        for root in self.roots():
             if id(root) in index:
                 continue
             stack = [(root, iter(root.inputs))]
