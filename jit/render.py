@@ -79,6 +79,15 @@ class Renderer:
             return f"v{a}"
         return f"(({self.ct(dtype)})v{a})"
 
+    def stage_values(self, st: int, vals: set[int]) -> None:
+        """Stage st's values at the current loop point, stashing those later stages read."""
+        for i in sorted(vals):
+            line = self.value_line(i)
+            if line:
+                self.emit(line)
+            if self.stash.get(i, (0, -1))[1] == st:
+                self.emit(f"a{self.stash[i][0]}[{self.index(self.stash[i][0])}] = v{i};")
+
     def value_line(self, i: int) -> str | None:
         """The declaration computing value i (loads, elementwise); None for others."""
         v = self.spec.values[i]
@@ -209,12 +218,7 @@ class Renderer:
         vals: set[int] = set()
         for r in reds:
             vals |= self.need_full[self.spec.values[r].args[0]]
-        for i in sorted(vals):
-            line = self.value_line(i)
-            if line:
-                self.emit(line)
-            if self.stash.get(i, (0, -1))[1] == st:
-                self.emit(f"a{self.stash[i][0]}[{self.index(self.stash[i][0])}] = v{i};")
+        self.stage_values(st, vals)
         for r in reds:
             self.accumulate(r)
         self.close_rloops(st)

@@ -72,7 +72,7 @@ class OrderedStages:
                 self._pairwise(st, vals, reds, adds, not muls, "0", f"n{inner}", "acc{r} += {v};")
         else:
             self._plain_open(inner)
-            self._values(st, vals)
+            self.stage_values(st, vals)
             for r in reds:
                 self.accumulate(r)
             self._plain_close()
@@ -97,18 +97,10 @@ class OrderedStages:
         self.depth -= 1
         self.emit("}")
 
-    def _values(self, st: int, vals: set[int]) -> None:
-        for i in sorted(vals):
-            line = self.value_line(i)
-            if line:
-                self.emit(line)
-            if self.stash.get(i, (0, -1))[1] == st:
-                self.emit(f"a{self.stash[i][0]}[{self.index(self.stash[i][0])}] = v{i};")
-
     def _leaf_values(self, st: int, vals: set[int], buffered: list[int] | None, b: str) -> None:
         """The values a pairwise block folds in: computed here, or read from the block buffers."""
         if buffered is None:
-            self._values(st, vals)
+            self.stage_values(st, vals)
             return
         li = self.nk + self.nr - 1
         for a in buffered:
