@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,6 +67,13 @@ def jit_eval(fn, *arrays: np.ndarray) -> np.ndarray:  # noqa: ANN001
     lazy = fn(lg, *(lg.asarray(a) for a in arrays))
     roots = [lazy.node]
     return np.asarray(run_graph(schedule(roots), roots)[0])
+
+
+def numpy_path(fn) -> np.ndarray:  # noqa: ANN001
+    """The value of `fn()` evaluated with LAZYGRAPH_JIT=0: the NumPy path, what eager NumPy computes."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAZYGRAPH_JIT", "0")
+        return fn().numpy()
 
 
 def numpy_eval(fn, *arrays: np.ndarray) -> np.ndarray:  # noqa: ANN001
@@ -217,16 +225,10 @@ def test_expression_trees_match_numpy_bits_on_both_sides_of_the_threshold(
 ) -> None:
     ins = [special_array(seed + i, n, dtype, special) for i in range(3)]
     want = numpy_eval(lambda F, *a: F.asarray(build(F, tree, list(a))), *ins)
-    old = os.environ.get("LAZYGRAPH_JIT_MIN_SIZE")
-    os.environ["LAZYGRAPH_JIT_MIN_SIZE"] = "256"  # n below runs on NumPy, n at or above compiles
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAZYGRAPH_JIT_MIN_SIZE", "256")  # n below runs on NumPy, n at or above compiles
         lazy = build(lg, tree, [lg.asarray(a) for a in ins])
         got = lazy.numpy() if isinstance(lazy, lg.Array) else np.asarray(lazy)
-    finally:
-        if old is None:
-            del os.environ["LAZYGRAPH_JIT_MIN_SIZE"]
-        else:
-            os.environ["LAZYGRAPH_JIT_MIN_SIZE"] = old
     assert_same_bits(np.asarray(got, dtype=want.dtype) if want.ndim == 0 else got, want)
 
 
@@ -299,17 +301,22 @@ print(h.hexdigest())
 """
 
 
+def run_with_threads(script: str, threads: str, cache: Path) -> str:
+    """The stdout of `script` run in a fresh process with OMP_NUM_THREADS=threads (default math)."""
+    env = dict(os.environ, OMP_NUM_THREADS=threads, LAZYGRAPH_CACHE_DIR=str(cache))
+    env.pop("LAZYGRAPH_FAST_MATH", None)
+    env.pop("LAZYGRAPH_JIT_MIN_SIZE", None)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
 def test_reductions_do_not_depend_on_the_thread_count(tmp_path) -> None:  # noqa: ANN001
     """Sums, means, variances, products, softmax: the same bytes with 1 and 2 OpenMP threads."""
-    digests = []
-    for threads in ("1", "2"):
-        env = dict(os.environ, OMP_NUM_THREADS=threads, LAZYGRAPH_CACHE_DIR=str(tmp_path))
-        env.pop("LAZYGRAPH_FAST_MATH", None)
-        out = subprocess.run(
-            [sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert out.returncode == 0, out.stderr
-        digests.append(out.stdout.strip())
+    digests = [run_with_threads(_THREADS_SCRIPT, threads, tmp_path) for threads in ("1", "2")]
     assert digests[0] == digests[1]
 
 
@@ -326,15 +333,7 @@ def test_transcendentals_within_stated_ulps(op: str, dtype: str, seed: int, scal
         x = (special_array(seed, 3000, dtype, 0.05).astype(np.float64) * scale).astype(dtype)
     f = getattr(lg, op)
     got = jit_eval(lambda F, a: f(a), x)
-    old = os.environ.get("LAZYGRAPH_JIT")
-    os.environ["LAZYGRAPH_JIT"] = "0"  # the NumPy path: what eager NumPy computes
-    try:
-        want = f(lg.asarray(x)).numpy()
-    finally:
-        if old is None:
-            del os.environ["LAZYGRAPH_JIT"]
-        else:
-            os.environ["LAZYGRAPH_JIT"] = old
+    want = numpy_path(lambda: f(lg.asarray(x)))
     d = ulp_distance(got, want)
     assert d.max() <= ULP[dtype][op], (op, dtype, d.max(), x[np.argmax(d)])
     # a value does not depend on its position (vector body or loop tail, alignment)
@@ -352,11 +351,7 @@ def test_composites_within_tolerance(op: str, dtype: str) -> None:
     x[6, 7] = np.nan
     f = getattr(lg, op)
     got = jit_eval(lambda F, a: f(a, axis=1), x)
-    os.environ["LAZYGRAPH_JIT"] = "0"
-    try:
-        want = f(lg.asarray(x), axis=1).numpy()
-    finally:
-        del os.environ["LAZYGRAPH_JIT"]
+    want = numpy_path(lambda: f(lg.asarray(x), axis=1))
     assert np.array_equal(np.isnan(got), np.isnan(want))
     normal = np.abs(want) >= np.finfo(dtype).tiny
     np.testing.assert_allclose(got[normal], want[normal], rtol=COMPOSITE_RTOL[op][dtype], atol=0)
@@ -401,19 +396,7 @@ def test_vector_math_does_not_depend_on_position_length_or_threads(tmp_path) -> 
     """Shifted by one, cut to lengths around a block and the JIT threshold, 1 and 2 threads."""
     outs = []
     for threads in ("1", "2"):
-        env = dict(os.environ, OMP_NUM_THREADS=threads, LAZYGRAPH_CACHE_DIR=str(tmp_path))
-        env.pop("LAZYGRAPH_FAST_MATH", None)
-        env.pop("LAZYGRAPH_JIT_MIN_SIZE", None)
-        out = subprocess.run(
-            [sys.executable, "-c", _POSITION_SCRIPT],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-        )
-        assert out.returncode == 0, out.stderr
-        bad, digest = out.stdout.strip().splitlines()
+        bad, digest = run_with_threads(_POSITION_SCRIPT, threads, tmp_path).splitlines()
         assert bad == "[]", bad
         outs.append(digest)
     assert outs[0] == outs[1]

@@ -6,7 +6,6 @@ region sizes), look at which quadratic tables were built, and compare values.
 
 from __future__ import annotations
 
-import os
 import tracemalloc
 from contextlib import contextmanager
 
@@ -27,16 +26,10 @@ LINKS = 2000
 @contextmanager
 def env(**kv: str):
     """Set LAZYGRAPH_* variables for a block."""
-    old = {k: os.environ.get(k) for k in kv}
-    os.environ.update(kv)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in kv.items():
+            mp.setenv(k, v)
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _chain(a: np.ndarray, links: int, data: bool) -> np.ndarray:
