@@ -49,11 +49,6 @@ class CorruptEntry(ValueError):
     """A cache file that is truncated, garbled or does not match its key."""
 
 
-def default_dir() -> Path:
-    """The cache root: $LAZYGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/lazygraph, else ~/.cache/lazygraph."""
-    return storage.cache_root()
-
-
 def encode(payload: dict) -> bytes:
     """Header + JSON payload."""
     body = json.dumps(payload, separators=(",", ":")).encode()
@@ -113,11 +108,6 @@ def check_schema(payload: dict) -> None:
             raise CorruptEntry("a node is not a non-empty list")
         if not all(isinstance(p, str) for p in v["passes"]):
             raise CorruptEntry("passes must be names")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory and os.replace."""
-    atomic_write(path, data)
 
 
 class DiskStore:
@@ -198,7 +188,7 @@ class DiskStore:
         if storage.open_dir(self.root, storage.GRAPHS) is None:
             return
         try:
-            write_atomic(self.path_for(entry.json), data)
+            atomic_write(self.path_for(entry.json), data)
         except OSError as e:
             storage.failed(self.root, e, "writing a cached graph")
             return
@@ -276,7 +266,7 @@ class DiskStore:
         try:
             name = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
             path = self.runs / name
-            write_atomic(path, json.dumps(record, separators=(",", ":")).encode())
+            atomic_write(path, json.dumps(record, separators=(",", ":")).encode())
             logs = sorted(self.runs.glob("run-*.json"), key=lambda p: p.stat().st_mtime)
             for old in logs[:-RUN_LOGS_KEPT]:
                 old.unlink()

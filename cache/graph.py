@@ -177,8 +177,9 @@ class Graph:
         """Order nodes inputs-first (replacements may sit later than their new consumers)."""
         self.nodes = postorder(self.nodes)
 
-    def _reach(self, roots: list[QNode]) -> set[int]:
-        live: set[int] = set()
+    @staticmethod
+    def _reach(roots: list[QNode], live: set[int]) -> set[int]:
+        """Add to `live` the ids of `roots` and everything they depend on."""
         stack = list(roots)
         while stack:
             n = stack.pop()
@@ -188,31 +189,33 @@ class Graph:
             stack.extend(n.inputs)
         return live
 
-    def roots(self) -> list[QNode]:
-        """The outputs, then the held values the plan computes too (see `live_ids`)."""
+    def _roots_and_live(self) -> tuple[list[QNode], set[int]]:
+        """The outputs and the held values the plan computes too, and the ids they depend on.
+
+        A value a live array holds (a gradient, an intermediate the user kept) is memoized by
+        the evaluation, so the plan computes it too. The exception is a storage's whole buffer
+        (`users > 0`) that the outputs do not need and that is not one cheap step (a view, an
+        elementwise or reduction step) from what they need: a gradient's product whose readers
+        were rewritten to use its transposed product (computed, and held through the
+        gradient's view), or a chain fold replaced by a memo step. Computing it would repeat
+        that work; it stays unevaluated, as it was.
+        """
+        live = self._reach(self.outputs, set())
         pmap, pnodes = self.pmap, self.pnodes
-        held = [(p, pmap[p]) for p in sorted(self.held) if pmap[p] is not None and not pmap[p].leaf]
-        if not held:
-            return list(self.outputs)
-        live = self._reach(self.outputs)
-        # A value a live array holds (a gradient, an intermediate the user kept) is memoized by
-        # the evaluation, so the plan computes it too. The exception is a storage's whole
-        # buffer (`users > 0`) that the outputs do not need and that is not one cheap step (a
-        # view, an elementwise or reduction step) from what they need: a gradient's product
-        # whose readers were rewritten to use its transposed product (computed, and held
-        # through the gradient's view), or a chain fold replaced by a memo step. Computing it
-        # would repeat that work; it stays unevaluated, as it was.
         extra = []
-        for p, q in held:
+        for p in sorted(self.held):
+            q = pmap[p]
+            if q is None or q.leaf:
+                continue
             if id(q) in live or pnodes[p].users == 0:
                 extra.append(q)
             elif q.recipe is None and q.op.kind in _CHEAP_KINDS and all(id(c) in live for c in q.inputs):
                 extra.append(q)
-        return [*self.outputs, *extra]
+        return [*self.outputs, *extra], self._reach(extra, live)
 
     def live_ids(self) -> set[int]:
         """ids of the nodes the outputs and computed held values depend on (`dce` drops the rest)."""
-        return self._reach(self.roots())
+        return self._roots_and_live()[1]
 
     def remove_unreachable(self) -> int:
         """Drop nodes no output depends on; returns how many were dropped."""
@@ -253,7 +256,7 @@ class Graph:
         """Q as a transformation graph: canonical order (from the outputs), recovery per node."""
         order: list[QNode] = []
         index: dict[int, int] = {}
-        for root in self.roots():
+        for root in self._roots_and_live()[0]:
             if id(root) in index:
                 continue
             stack = [(root, iter(root.inputs))]
