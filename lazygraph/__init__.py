@@ -80,3 +80,4 @@ from lazygraph.autograd import backward, grad  # noqa: E402, F401
 from lazygraph.gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402, F401
 from lazygraph.random import manual_seed  # noqa: E402
 from lazygraph.superopt import rule as register_rule  # noqa: E402, F401  (user rules, proven by z3)
+from ops.settings import SETTINGS as settings  # noqa: E402, F401  (lg.settings.update(jit=False), .override, .reload)

@@ -1,15 +1,27 @@
-"""Numeric LAZYGRAPH_* settings, read and checked in one place.
+"""One settings object: every LAZYGRAPH_* setting, parsed from the environment once.
+
+`SETTINGS.jit`, `SETTINGS.jit_min_size`, ... are plain attributes after their first read: a
+field is parsed from its environment variable the first time it is used (so a malformed value
+is an error naming the variable at the first evaluation that needs it, not at import), then
+kept. Nothing on the evaluation path reads `os.environ`. Users change settings through the API
+(`lazygraph.settings.update(jit=False)`, or `with lazygraph.settings.override(...)`), which
+validates the value the same way; `reload()` re-reads the environment (after `os.environ`
+changed in-process, as tests do).
 
 A setting that cannot mean anything (`inf`, `nan`, a word, a value below its minimum) is an
-error naming the variable and what it accepts, raised where the setting is read: a silent
-fallback would run the program with a value the user did not ask for. An unset or empty
-variable means the default.
+error naming the variable and what it accepts: a silent fallback would run the program with a
+value the user did not ask for. An unset or empty variable means the default.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 
 class SettingError(ValueError):
@@ -26,13 +38,15 @@ def number(
     integer: bool = False,
     accepted: str = "",
     hint: str = "",
+    raw: str | None = None,
 ) -> float | int:
-    """The value of `name` as a finite number within its bounds, else a SettingError.
+    """The value of `name` (or `raw`) as a finite number within its bounds, else a SettingError.
 
     `minimum` is inclusive, `above` exclusive; `accepted` describes the valid values in words
     (built from the bounds when empty); `hint` is appended (e.g. how to turn a feature off).
     """
-    raw = os.environ.get(name, "")
+    if raw is None:
+        raw = os.environ.get(name, "")
     if raw.strip() == "":
         return default
     text = raw.strip()
@@ -66,6 +80,204 @@ def _describe(minimum: float | None, above: float | None, maximum: float | None,
     return kind + (" " + " and ".join(parts) if parts else "")
 
 
+_FALSE = ("0", "false", "off", "no")
+_TRUE = ("1", "true", "on", "yes")
+
+
+def _switch(default: bool, strict: bool = False) -> Callable[[str, str], bool]:
+    """A yes/no setting: unset means `default`; strict ones reject words they do not know."""
+
+    def parse(name: str, raw: str) -> bool:
+        text = raw.strip().lower()
+        if text == "":
+            return default
+        if text in _FALSE:
+            return False
+        if text in _TRUE or not strict:
+            return True
+        raise SettingError(
+            f"{name}={raw!r} is not valid: expected 0 or 1 (also false/true, off/on, no/yes; "
+            f"unset means {int(default)})"
+        )
+
+    return parse
+
+
+def _off_if_zero(name: str, raw: str) -> bool:
+    # the historical rule of LAZYGRAPH_OPTIMIZE/SCHEDULE/SUPEROPT: only "0" turns them off
+    return raw.strip() != "0"
+
+
+def _flag(name: str, raw: str) -> bool:
+    # LAZYGRAPH_MEASURE / EXPLAIN_MISSES: on unless unset, empty or "0"
+    return raw.strip() not in ("", "0")
+
+
+def _choice(default: str, accepted: tuple[str, ...], lenient: bool = False) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        text = raw.strip()
+        if text == "":
+            return default
+        if text in accepted:
+            return text
+        if lenient:
+            return default
+        raise SettingError(f"{name}={raw!r} is not valid: expected one of {', '.join(accepted)}")
+
+    return parse
+
+
+def _num(default: float, **bounds: Any) -> Callable[[str, str], Any]:
+    return lambda name, raw: number(name, default, raw=raw, **bounds)
+
+
+def _text(name: str, raw: str) -> str | None:
+    return raw.strip() or None
+
+
+def _cache_mode(name: str, raw: str) -> str:
+    text = raw.strip()
+    return text if text in ("0", "memory") else "1"  # anything else means on, as it always has
+
+
+@dataclass(frozen=True)
+class Field:
+    """One setting: its environment variable, parser (name, raw text) -> value, and meaning."""
+
+    env: str
+    parse: Callable[[str, str], Any]
+    doc: str
+
+
+FIELDS: dict[str, Field] = {
+    "jit": Field("LAZYGRAPH_JIT", _switch(True), "compile fused regions and window kernels (0 turns it off)"),
+    "jit_min_size": Field(
+        "LAZYGRAPH_JIT_MIN_SIZE",
+        _num(65536, minimum=0, integer=True),
+        "arrays below this many elements run on NumPy instead of compiled code",
+    ),
+    "fast_math": Field(
+        "LAZYGRAPH_FAST_MATH", _switch(False, strict=True), "allow contractions that change NumPy's bits"
+    ),
+    "optimize": Field("LAZYGRAPH_OPTIMIZE", _off_if_zero, "run the optimizer's passes (0: Q = P)"),
+    "cache": Field("LAZYGRAPH_CACHE", _cache_mode, "1: memory and disk, memory: this process only, 0: off"),
+    "cache_dir": Field("LAZYGRAPH_CACHE_DIR", _text, "where cached graphs and kernels live"),
+    "xdg_cache_home": Field("XDG_CACHE_HOME", _text, "the cache directory's default parent (XDG)"),
+    "cache_limit_mb": Field(
+        "LAZYGRAPH_CACHE_LIMIT_MB",
+        _num(
+            256,
+            above=0,
+            maximum=2**40,
+            accepted="a positive number of megabytes (default 256)",
+            hint="LAZYGRAPH_CACHE=memory keeps cached graphs off the disk",
+        ),
+        "disk space for cached graphs and kernels together",
+    ),
+    "schedule": Field("LAZYGRAPH_SCHEDULE", _off_if_zero, "choose the order of least peak memory"),
+    "schedule_budget": Field(
+        "LAZYGRAPH_SCHEDULE_BUDGET",
+        _num(0.2, minimum=0, accepted="seconds >= 0"),
+        "seconds the order search may take on one miss",
+    ),
+    "superopt": Field("LAZYGRAPH_SUPEROPT", _off_if_zero, "run the superoptimizer's search"),
+    "superopt_seconds": Field("LAZYGRAPH_SUPEROPT_SECONDS", _num(0.5, minimum=0), "search time per graph"),
+    "superopt_graphs": Field(
+        "LAZYGRAPH_SUPEROPT_GRAPHS", _num(100, minimum=0, integer=True), "graphs one search may visit"
+    ),
+    "superopt_cost": Field(
+        "LAZYGRAPH_SUPEROPT_COST", _choice("analytic", ("analytic", "measured"), lenient=True), "cost model"
+    ),
+    "measure": Field("LAZYGRAPH_MEASURE", _flag, "meter every run's memory"),
+    "explain_misses": Field("LAZYGRAPH_EXPLAIN_MISSES", _flag, "log why each cache miss missed"),
+    "debug": Field(
+        "LAZYGRAPH_DEBUG",
+        _num(0, minimum=0, maximum=4, integer=True, accepted="an integer 0-4"),
+        "0 (quiet) to 4 (everything)",
+    ),
+    "cc": Field("CC", _text, "the C compiler for CPU kernels (default: cc, gcc, clang)"),
+}
+
+
+class Settings:
+    """This process's settings (see the module docstring): one attribute per field of `FIELDS`."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_lock", threading.Lock())
+        object.__setattr__(self, "_user", {})  # values set through update(): they win over the environment
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached when the field has not been parsed since the last reload
+        field = FIELDS.get(name)
+        if field is None:
+            raise AttributeError(f"no setting {name!r} (known: {', '.join(FIELDS)})")
+        with self._lock:
+            if name in self._user:
+                value = self._user[name]
+            else:
+                value = field.parse(field.env, os.environ.get(field.env, ""))
+            self.__dict__[name] = value
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.update(**{name: value})
+
+    def reload(self) -> None:
+        """Forget parsed values: the next read of each setting re-reads the environment."""
+        with self._lock:
+            for name in FIELDS:
+                self.__dict__.pop(name, None)
+
+    def update(self, **changes: Any) -> dict[str, Any]:
+        """Set fields for this process (validated like the environment); returns the old user values."""
+        parsed = {}
+        for name, value in changes.items():
+            field = FIELDS.get(name)
+            if field is None:
+                raise AttributeError(f"no setting {name!r} (known: {', '.join(FIELDS)})")
+            parsed[name] = _coerce(name, field, value)
+        with self._lock:
+            old = {k: self._user.get(k, _UNSET) for k in parsed}
+            for name, value in parsed.items():
+                if value is _UNSET:
+                    self._user.pop(name, None)
+                    self.__dict__.pop(name, None)
+                else:
+                    self._user[name] = value
+                    self.__dict__[name] = value
+        return old
+
+    @contextmanager
+    def override(self, **changes: Any) -> Iterator[Settings]:
+        """Change settings inside a `with` block (process-wide), restoring them after."""
+        old = self.update(**changes)
+        try:
+            yield self
+        finally:
+            self.update(**old)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting's current value (for `python -m lazygraph` and bug reports)."""
+        return {name: getattr(self, name) for name in FIELDS}
+
+
+_UNSET: Any = object()
+
+
+def _coerce(name: str, field: Field, value: Any) -> Any:
+    """A value given through the API, checked by the field's own parser."""
+    if value is _UNSET or value is None and field.parse is _text:
+        return _UNSET if value is _UNSET else None
+    if value is None:
+        return _UNSET  # None through the API: back to the environment's value
+    text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return field.parse(field.env, text)
+
+
+#: the process's settings
+SETTINGS = Settings()
+
+
 def debug_level() -> int:
     """LAZYGRAPH_DEBUG: 0 (quiet) to 4 (everything); read by lazygraph and jit alike."""
-    return int(number("LAZYGRAPH_DEBUG", 0, minimum=0, maximum=4, integer=True, accepted="an integer 0-4"))
+    return SETTINGS.debug

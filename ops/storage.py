@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ops.fileio import atomic_write
-from ops.settings import number
+from ops.settings import SETTINGS
 
 GRAPHS, RUNS, KERNELS = "graphs", "runs", "jit"
 GRAPH_SUFFIX = ".lgc"
@@ -73,10 +73,10 @@ def expected_owner() -> int:
 
 def cache_root() -> Path:
     """$LAZYGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/lazygraph, else ~/.cache/lazygraph."""
-    env = os.environ.get("LAZYGRAPH_CACHE_DIR")
+    env = SETTINGS.cache_dir
     if env:
         return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    xdg = SETTINGS.xdg_cache_home or ""
     # the XDG specification: a relative path is invalid and must be ignored
     base = Path(xdg) if os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".cache"
     return base / "lazygraph"
@@ -84,14 +84,7 @@ def cache_root() -> Path:
 
 def limit_bytes() -> int:
     """LAZYGRAPH_CACHE_LIMIT_MB in bytes (graph entries and kernels together)."""
-    mb = number(
-        "LAZYGRAPH_CACHE_LIMIT_MB",
-        DEFAULT_LIMIT_MB,
-        above=0,
-        maximum=2**40,
-        accepted="a positive number of megabytes (default 256)",
-        hint="LAZYGRAPH_CACHE=memory keeps cached graphs off the disk",
-    )
+    mb = SETTINGS.cache_limit_mb
     return max(1, int(mb * 2**20))
 
 

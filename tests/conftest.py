@@ -10,6 +10,8 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, settings
 
+from ops.settings import SETTINGS
+
 # "ci" keeps the README's test command well under 15 minutes on 2 cores; "thorough" is
 # the long fuzzing run (LAZYGRAPH_HYPOTHESIS_PROFILE=thorough) done before resolving.
 settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -22,6 +24,31 @@ settings.load_profile(os.environ.get("LAZYGRAPH_HYPOTHESIS_PROFILE", "ci"))
 if "LAZYGRAPH_CACHE_DIR" not in os.environ:
     os.environ["LAZYGRAPH_CACHE_DIR"] = _dir = tempfile.mkdtemp(prefix="lazygraph-test-cache-")
     atexit.register(shutil.rmtree, _dir, ignore_errors=True)
+
+
+# lazygraph reads its settings once (ops/settings.py) and re-reads the environment when told
+# to. Tests change LAZYGRAPH_* variables through monkeypatch (and its undo), so those calls
+# tell it, as a user changing os.environ in-process would call `lg.settings.reload()`.
+def _reloading(method):
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            SETTINGS.reload()
+
+    return wrapper
+
+
+for _name in ("setenv", "delenv", "undo"):
+    setattr(pytest.MonkeyPatch, _name, _reloading(getattr(pytest.MonkeyPatch, _name)))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_settings():
+    """Each test starts from the environment's settings (an earlier test's changes are gone)."""
+    SETTINGS.reload()
+    yield
+    SETTINGS.reload()
 
 
 def _have_gpu() -> bool:

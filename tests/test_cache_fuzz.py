@@ -11,7 +11,6 @@ the cache's own passes (LAZYGRAPH_JIT=0); the long run (-m slow) keeps every reg
 
 from __future__ import annotations
 
-import os
 import tempfile
 import warnings
 
@@ -177,16 +176,10 @@ def check_program(code, evaluate_mid, sizes, seed) -> None:
     other = lg_values(code, second, evaluate_mid)
     check_close(other, want2, "second input")
     assert lg.cache.stats()["distinct_graphs"] == distinct, "the second input should have the same keys"
-    os.environ["LAZYGRAPH_OPTIMIZE"] = "0"
-    try:
+    with lg.settings.override(optimize=False):
         assert same_bits(cold, lg_values(code, first, evaluate_mid)), "optimizer off"
-    finally:
-        del os.environ["LAZYGRAPH_OPTIMIZE"]
-    os.environ["LAZYGRAPH_CACHE"] = "0"
-    try:
+    with lg.settings.override(cache="0"):
         assert same_bits(cold, lg_values(code, first, evaluate_mid)), "cache off"
-    finally:
-        del os.environ["LAZYGRAPH_CACHE"]
 
 
 DIM = st.integers(4, 7)
@@ -206,17 +199,10 @@ def private_cache(monkeypatch):
 @given(prog=programs(), sizes=SIZES, seed=st.integers(0, 1000))
 def test_random_programs_cold_warm_disk_second_input(prog, sizes, seed):
     # the cache's own passes; the long run below keeps every registered pass (the JIT's too)
-    prev = os.environ.get("LAZYGRAPH_JIT")
-    os.environ["LAZYGRAPH_JIT"] = "0"  # restored below: later tests must see the default
-    try:
+    with lg.settings.override(jit=False):  # restored after: later tests must see the default
         code, evaluate_mid = prog
         note(f"code={code} mid={evaluate_mid}")
         check_program(code, evaluate_mid, sizes, seed)
-    finally:
-        if prev is None:
-            os.environ.pop("LAZYGRAPH_JIT", None)
-        else:
-            os.environ["LAZYGRAPH_JIT"] = prev
 
 
 @pytest.mark.slow

@@ -5,8 +5,6 @@ and None exactly where they must not apply, and a small CNN trained through the 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -291,11 +289,8 @@ def _cnn() -> list[np.ndarray]:
 
 
 def _reference(make) -> list[np.ndarray]:  # noqa: ANN001
-    os.environ["LAZYGRAPH_OPTIMIZE"] = "0"
-    try:
+    with lg.settings.override(optimize=False):
         return make()
-    finally:
-        del os.environ["LAZYGRAPH_OPTIMIZE"]
 
 
 def _window_rules() -> set[str]:

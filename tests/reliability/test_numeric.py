@@ -377,9 +377,8 @@ for dtype in ("float32", "float64"):
                 bad.append((op, dtype, "length", n))
             # the default threshold: NumPy below it (NumPy's bits), the kernel above it
             got = f(lg.asarray(x[:n]) * 0.5).numpy()
-            os.environ["LAZYGRAPH_JIT"] = "0"
-            want = full[:n] if n >= 65_536 else f(lg.asarray(x[:n]) * 0.5).numpy()
-            del os.environ["LAZYGRAPH_JIT"]
+            with lg.settings.override(jit=False):
+                want = full[:n] if n >= 65_536 else f(lg.asarray(x[:n]) * 0.5).numpy()
             if got.tobytes() != want.tobytes():
                 bad.append((op, dtype, "threshold", n))
         if jit_eval(lambda F, a: f(a * 0.5), x[1:]).tobytes() != full[1:].tobytes():
