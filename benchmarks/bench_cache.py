@@ -40,9 +40,12 @@ import lazygraph as lg  # noqa: E402
 import optimizer  # noqa: E402
 from cache.graph import Graph  # noqa: E402
 from cache.key import walk  # noqa: E402
-from cache.plan import Plan  # noqa: E402
-from lazygraph import executor, nn  # noqa: E402
+from lazygraph import nn  # noqa: E402
 from lazygraph import optim as lg_optim  # noqa: E402
+from lazygraph.engine import ENGINE, threads  # noqa: E402
+from lazygraph.engine import compile as compiler  # noqa: E402
+from lazygraph.engine import evaluate as evaluation  # noqa: E402
+from lazygraph.engine.program import Program  # noqa: E402
 
 DALI = {"hash_us": 53.36, "replay_us": 106.31, "optimize_ms": 41.11, "step_ms": 4.366, "ratio": 257.0}
 LR, MOMENTUM = 0.01, 0.9
@@ -74,25 +77,24 @@ def costs_of(roots: list, repeats: int) -> dict[str, float]:
     key = w.key
     hash_s = median_seconds(lambda: walk(roots), repeats)
 
-    def optimize() -> Plan:
+    def optimize() -> Program:
         g = Graph(w)
-        optimizer.optimize(g)
-        return Plan(g.finalize(), w.tokens)
+        optimizer.optimize(g, None, compiler.passes(ENGINE.lowering))
+        return compiler.build(g.finalize(), w.tokens, ENGINE.constructors)
 
     optimize_s = median_seconds(optimize, max(3, repeats // 2), min_time=0.0)
-    entry = executor.MEMORY.get(key)
+    entry = ENGINE.memory.get(key)
     if entry is None:  # not evaluated yet: store it the way a miss does
         from cache.store import Entry
 
         entry = Entry(key, w.structural_key)
-        g = Graph(w)
-        optimizer.optimize(g)
-        entry.add(g.finalize())
-        executor.MEMORY.put(entry)
+        program = optimize()
+        entry.add(program.tgraph, program)
+        ENGINE.memory.put(entry)
     nodes = w.nodes
 
     def replay() -> None:
-        e = executor.MEMORY.get(key)
+        e = ENGINE.memory.get(key)
         plan = e.select(nodes)
         vals = [None] * plan.size
         for q, p in plan.leaves:
@@ -141,11 +143,11 @@ def bench_mnist(batch: int, steps: int, repeats: int) -> dict[str, Any]:
     peer = NumpyCNN(weights, LR, MOMENTUM)
     data = mnist_batches(batch, steps + 3)
     captured: dict[str, Any] = {}
-    real = executor.evaluate
+    real = evaluation.evaluate
 
     def capturing(roots: list) -> None:
         if "costs" not in captured and captured.get("armed"):
-            extra = [s.node for s in executor.deferred() if s.node.buffer is None]
+            extra = [s.node for s in threads.deferred() if s.node.buffer is None]
             captured["costs"] = costs_of([*roots, *extra], repeats)
         real(roots)
 
@@ -252,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="batch 64, fewer steps, graphs up to 3000 nodes")
     args = parser.parse_args(argv)
-    os.environ.setdefault("LAZYGRAPH_CACHE", "memory")  # in-process: the disk is not what is measured
+    if "LAZYGRAPH_CACHE" not in os.environ:  # in-process: the disk is not what is measured
+        lg.settings.update(cache="memory")
     if args.quick:
         batch, steps, repeats, sizes = 64, 3, 5, [30, 100, 300, 1000]
     else:

@@ -41,7 +41,7 @@ import lazygraph.nn.functional as F  # noqa: E402
 from jit.fusion import find_regions  # noqa: E402
 from jit.report import DALI_TABLE1, search_stats  # noqa: E402
 from jit.runner import run_graph  # noqa: E402
-from lazygraph.executor import schedule  # noqa: E402
+from lazygraph.engine.evaluate import schedule  # noqa: E402
 
 try:
     import torch

@@ -40,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cache import LR, MOMENTUM, dali_cnn, mnist_batches  # noqa: E402
 
 import lazygraph as lg  # noqa: E402
-from lazygraph import executor, nn  # noqa: E402
+from lazygraph import nn  # noqa: E402
+from lazygraph.engine import ENGINE  # noqa: E402
 
 MIB = 2**20
 
@@ -48,12 +49,14 @@ MIB = 2**20
 def reuse_by_kind() -> dict[str, list[int]]:
     """Steps that write into a freed buffer in the cached plans' layouts: kind -> [steps, bytes]."""
     out: dict[str, list[int]] = {}
-    for entry in executor.MEMORY.entries():
-        for plan in entry.variants:
-            layout = max(plan.layouts.values(), key=lambda lay: lay.reuses, default=None)
+    for entry in ENGINE.memory.entries():
+        for variant in entry.variants:
+            program = variant.program
+            layout = max(program.layouts.values(), key=lambda lay: lay.reuses, default=None)
             if layout is None:
                 continue
-            for step, b, size in zip(plan.steps, layout.take, layout.key[0]):
+            for step, b, first in zip(program.steps, layout.take, program.first_value):
+                size = layout.key[0][first]  # the bytes of the step's first value (what it writes)
                 if b >= 0:
                     kind = step.recipe.ctor if step.recipe is not None else step.name
                     tally = out.setdefault(kind, [0, 0])
@@ -64,14 +67,14 @@ def reuse_by_kind() -> dict[str, list[int]]:
 
 def run_lazygraph(schedule: str, data: list, warmup: int) -> dict[str, Any]:
     """Train on `data` with the planner on ("1") or off ("0"): peaks and step times after warm-up."""
-    os.environ["LAZYGRAPH_SCHEDULE"] = schedule
-    executor.MEMORY.clear()  # only this setting's plans (and their layouts) are counted below
+    lg.settings.update(schedule=schedule)
+    ENGINE.memory.clear()  # only this setting's plans (and their layouts) are counted below
     lg.manual_seed(0)
     model = dali_cnn()
     opt = lg.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     preds, meas, times, reused = [], [], [], []
     for i, (x, y) in enumerate(data):
-        executor.STATS.reset()
+        ENGINE.stats.reset()
         t0 = time.perf_counter()
         loss = nn.functional.cross_entropy(model(lg.asarray(x)), y)
         opt.zero_grad()
@@ -80,7 +83,7 @@ def run_lazygraph(schedule: str, data: list, warmup: int) -> dict[str, Any]:
         float(loss)
         t1 = time.perf_counter()
         if i >= warmup:
-            s = executor.STATS
+            s = ENGINE.stats
             preds.append(s.peak_predicted)
             meas.append(s.peak_measured)
             reused.append(s.buffers_reused + s.inplace_writes)
@@ -116,17 +119,15 @@ def run_numpy(data: list, warmup: int) -> float:
 
 def run_hot(data: list, blocks: int) -> dict[str, dict[str, float]]:
     """Unmetered steps, alternating blocks: full layout vs ufunc-only reuse (medians per step)."""
-    from lazygraph import memplan
-    from ops.elementwise import Elementwise
+    from lazygraph.engine import memory
 
-    real = memplan.writers
+    real = memory.writers
 
-    def ufuncs_only(plan: Any, nodes: list) -> list:
-        return [
-            w if isinstance(getattr(w, "__self__", None), Elementwise) else None for w in real(plan, nodes)
-        ]
+    def ufuncs_only(program: Any, nodes: list) -> list:
+        # elementwise steps write through their NumPy ufunc; matmul's is np.matmul
+        return [w if isinstance(w, np.ufunc) and w is not np.matmul else None for w in real(program, nodes)]
 
-    os.environ["LAZYGRAPH_MEASURE"] = "0"
+    lg.settings.update(measure=False)
     lg.manual_seed(0)
     model = dali_cnn()
     opt = lg.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
@@ -134,8 +135,8 @@ def run_hot(data: list, blocks: int) -> dict[str, dict[str, float]]:
     try:
         for _ in range(blocks):
             for name, writers in (("all", real), ("ufuncs only", ufuncs_only)):
-                memplan.writers = writers
-                executor.MEMORY.clear()  # layouts are learnt anew with these writers
+                memory.writers = writers
+                ENGINE.memory.clear()  # layouts are learnt anew with these writers
                 for i, (x, y) in enumerate(data):
                     r0, c0, t0 = (
                         resource.getrusage(resource.RUSAGE_SELF).ru_minflt,
@@ -152,7 +153,7 @@ def run_hot(data: list, blocks: int) -> dict[str, dict[str, float]]:
                         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - r0
                         samples[name].append((t1 - t0, c1 - c0, faults))
     finally:
-        memplan.writers = real
+        memory.writers = real
     return {
         k: {
             "wall_ms": statistics.median(s[0] for s in v) * 1e3,
@@ -188,12 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="batch 64, 4 timed steps")
     ap.add_argument("--hot", action="store_true", help="unmetered step time, full layout vs ufunc-only reuse")
     args = ap.parse_args(argv)
-    os.environ.setdefault("LAZYGRAPH_CACHE", "memory")
+    if "LAZYGRAPH_CACHE" not in os.environ:
+        lg.settings.update(cache="memory")
     if args.hot:
         return main_hot(*((64, 6, 6) if args.quick else (256, 6, 3)))
     batch, steps, warmup = (64, 4, 2) if args.quick else (256, 8, 2)
-    os.environ["LAZYGRAPH_MEASURE"] = "1"
-    os.environ.setdefault("LAZYGRAPH_CACHE", "memory")
+    lg.settings.update(measure=True)
     print(
         f"MNIST training step (Dali CNN, SGD + momentum), batch {batch}, {steps} metered steps after {warmup}"
     )
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     data = mnist_batches(batch, steps + warmup)
     on = run_lazygraph("1", data, warmup)
     off = run_lazygraph("0", data, warmup)
-    os.environ.pop("LAZYGRAPH_SCHEDULE", None)
+    lg.settings.update(schedule=None)  # back to the environment's value
     peer = run_numpy(data, warmup)
     print(f"{'':34}{'predicted MiB':>14}{'measured MiB':>14}{'vs NumPy':>10}{'reused':>8}{'step ms':>9}")
     for name, r in (("lazygraph, planner on", on), ("lazygraph, LAZYGRAPH_SCHEDULE=0", off)):

@@ -118,16 +118,17 @@ def plan_for(name: str, scale: float, base: object, superopt: bool) -> tuple[obj
     import optimizer
     from cache import key as keymod
     from cache.graph import Graph
-    from cache.plan import Plan
+    from lazygraph.engine import ENGINE
+    from lazygraph.engine import compile as compiler
 
-    os.environ["LAZYGRAPH_SUPEROPT"] = "1" if superopt else "0"
+    lg.settings.update(superopt=superopt)
     with lg.no_grad():
         m = MODELS[name](scale, like=base)
     w = keymod.walk([o.node for o in m.outputs])
     t0 = time.perf_counter()
     g = Graph(w)
-    optimizer.optimize(g)
-    plan = Plan(g.finalize(), w.tokens)
+    optimizer.optimize(g, None, compiler.passes(ENGINE.lowering))
+    plan = compiler.build(g.finalize(), w.tokens, ENGINE.constructors)
     return plan, w, time.perf_counter() - t0
 
 
@@ -138,8 +139,10 @@ def step_minima(plan: object) -> dict[int, float]:
     burst lands on a few steps of one run, not on the same steps of every run.
     """
     best: dict[int, float] = {}
+    from lazygraph.engine.program import FunctionKernel
+
     for k, step in enumerate(plan.steps):
-        fn = step.fn
+        fn = step.kernel.run
 
         def timed(*args: object, _fn: object = fn, _k: int = k, **kw: object) -> object:
             t0 = time.perf_counter()
@@ -149,8 +152,8 @@ def step_minima(plan: object) -> dict[int, float]:
                 best[_k] = t
             return out
 
-        step.fn = timed
-    plan.recompile()
+        step.kernel = FunctionKernel(timed)
+    plan.refresh()
     return best
 
 
@@ -172,9 +175,7 @@ def model_part(names: list[str], quick: bool, reps: int, seconds: float, graphs:
     window = 0.5 if quick else 4.0
     import numpy as np
 
-    os.environ["LAZYGRAPH_SUPEROPT_SECONDS"] = str(seconds)
-    os.environ["LAZYGRAPH_SUPEROPT_GRAPHS"] = str(graphs)
-    os.environ["LAZYGRAPH_SUPEROPT_COST"] = cost
+    lg.settings.update(superopt_seconds=seconds, superopt_graphs=graphs, superopt_cost=cost)
     print(
         f"\n== models (search budget {seconds} s / {graphs} graphs, cost model {cost}, {reps} timed runs) =="
     )

@@ -29,13 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cache.plan import TransformationGraph
 from cache.recipe import RecipeError
 from cache.store import Entry, digest_of
+from cache.tgraph import TransformationGraph
 from ops import storage
 from ops.fileio import atomic_write
 
-FORMAT = 1
+FORMAT = 2  # 2: multi-output steps ("out" nodes); entries of format 1 are ignored
 MAGIC = b"LGC1"
 SUFFIX = storage.GRAPH_SUFFIX
 DEFAULT_LIMIT = storage.DEFAULT_LIMIT_MB * 2**20
@@ -83,7 +83,8 @@ def decode(data: bytes) -> dict:
 def check_schema(payload: dict) -> None:
     """Raise CorruptEntry unless the payload has exactly the fields, types and ranges we write.
 
-    Transformation graphs are checked further as they are decoded (`TransformationGraph.from_json`).
+    Transformation graphs are checked further as they are decoded (`TransformationGraph.from_json`)
+    and as the engine builds them.
     """
     if set(payload) != _PAYLOAD_KEYS:
         raise CorruptEntry(f"payload fields {sorted(payload)} are not {sorted(_PAYLOAD_KEYS)}")
@@ -131,8 +132,15 @@ class DiskStore:
             self._reported.add(str(path))
             self.report(f"cache: ignoring corrupt entry {path.name} ({why}); it will be rewritten")
 
-    def load(self, key: tuple, skey: tuple, text: str) -> tuple[Entry | None, bool]:
-        """The stored entry for this key (flat, structural, JSON), and whether a file was corrupt."""
+    def load(
+        self, key: tuple, skey: tuple, text: str, build: Callable[[TransformationGraph], Any]
+    ) -> tuple[Entry | None, bool]:
+        """The stored entry for this key (flat, structural, JSON), and whether a file was corrupt.
+
+        `build` turns each decoded transformation graph into the engine's program; it raises
+        RecipeError for what it cannot trust (an unknown constructor, a description that does
+        not fit the key), and the file is then dropped like any corrupt one.
+        """
         if storage.open_dir(self.root, storage.GRAPHS) is None:
             return None, False
         path = self.path_for(text)
@@ -155,7 +163,8 @@ class DiskStore:
                 return None, False  # same file name, different key: a hash collision
             entry = Entry(key, skey, text)
             for v in reversed(payload["variants"]):
-                entry.add(TransformationGraph.from_json(v, skey[0]))
+                tg = TransformationGraph.from_json(v, skey[0])
+                entry.add(tg, build(tg))
             if not entry.variants:
                 raise CorruptEntry("no variants")
         except (CorruptEntry, RecipeError, RecursionError) as e:
@@ -182,7 +191,7 @@ class DiskStore:
             "key": entry.skey,
             "created": entry.created,
             "meta": meta,
-            "variants": [p.tgraph.to_json() for p in entry.variants],
+            "variants": [v.tgraph.to_json() for v in entry.variants],
         }
         data = encode(payload)
         if storage.open_dir(self.root, storage.GRAPHS) is None:

@@ -2,8 +2,11 @@
 
 Every `QNode` either stands for a node of P (`src` is its slot: a Copy, whose operator and
 attributes a replay re-reads from P') or was made by a pass with `Graph.new` (a New node:
-its `recipe` says how to rebuild attributes and shape from P'). Nodes also carry P's
-concrete attributes, shape and dtype, so passes see a real graph.
+its `recipe` says how to rebuild attributes and shape from P'). A New node may compute
+several values at once (a fused region with several outputs): its value is the first, and
+`Graph.output` makes a node standing for a further one (`output` = (index, shape expression),
+its only input the New node). Nodes also carry P's concrete attributes, shape and dtype, so
+passes see a real graph.
 
 Rules for passes: decide from structure (operators, dtypes, ranks, unit extents: what the
 key holds). A decision that reads a concrete size or value must be recorded with
@@ -18,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from cache.key import Walk, dtype_str, is_leaf_token
-from cache.plan import TransformationGraph
 from cache.recipe import Expr, Recipe, compile_guard, eval_expr
+from cache.tgraph import TransformationGraph
 from ops.base import REGISTRY
 from ops.node import Node, postorder
 
@@ -31,7 +34,7 @@ class PassError(RuntimeError):
 class QNode:
     """A node of Q: an operator application, a leaf of P, or a New node with a recipe."""
 
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "src", "recipe", "leaf", "scalar")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "src", "recipe", "leaf", "scalar", "output")
 
     def __init__(
         self,
@@ -54,18 +57,47 @@ class QNode:
         self.recipe = recipe
         self.leaf = leaf
         self.scalar = scalar  # a weak Python scalar leaf
+        #: (j, shape expression) when this node is output j >= 1 of its only input's step
+        self.output: tuple[int, Expr] | None = None
 
     @property
     def name(self) -> str:
         """Operator name for listings."""
         if self.leaf:
             return "scalar" if self.scalar else "buffer"
+        if self.output is not None:
+            return f"{self.inputs[0].name}[{self.output[0]}]"
         return self.recipe.label if self.recipe is not None else self.op.name
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions (shape rules read Q nodes like ops nodes)."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def buffer(self) -> Any:
+        """What code reading ops nodes sees of a leaf's value: a weak scalar's stand-in, else None.
+
+        A Python scalar's type is structure (the key holds its dtype); its value is data that a
+        decision would need a guard for (`Graph.value`), so fusion and shape rules see 0 of it.
+        """
+        return _SCALAR_STANDIN.get(self.dtype.kind, 0) if self.scalar else None
 
     def __repr__(self) -> str:
         kind = f"P{self.src}" if self.src >= 0 else "new"
         return f"<QNode {self.name} {kind} {self.dtype}{list(self.shape)}>"
 
+
+#: a weak scalar leaf's stand-in value by dtype kind (its Python type: bool, int, float, complex)
+_SCALAR_STANDIN = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
 
 #: operator kinds cheap enough to compute for a held value alone (a pass over memory at most)
 _CHEAP_KINDS = frozenset({"view", "movement", "elementwise", "reduction", "gather"})
@@ -103,7 +135,9 @@ class Graph:
 
     def shape_expr(self, q: QNode) -> Expr:
         """An expression giving q's shape on P'."""
-        return ("shape", q.src) if q.src >= 0 else q.recipe.shape
+        if q.src >= 0:
+            return ("shape", q.src)
+        return q.output[1] if q.output is not None else q.recipe.shape
 
     def attr_expr(self, q: QNode, name: str) -> Expr:
         """An expression giving q's attribute on P'."""
@@ -139,6 +173,15 @@ class Graph:
         shp = tuple(eval_expr(shape, self.pnodes))
         opdef = REGISTRY[op] if op is not None else None
         node = QNode(opdef, list(inputs), concrete, shp, np.dtype(dtype), -1, recipe)
+        self.nodes.append(node)
+        return node
+
+    def output(self, first: QNode, j: int, shape: Expr, dtype: np.dtype) -> QNode:
+        """The node standing for value j >= 1 of the multi-output New node `first`."""
+        if first.recipe is None or j < 1:
+            raise PassError(f"output {j} of {first!r}: only New nodes have further outputs")
+        node = QNode(None, [first], {}, tuple(eval_expr(shape, self.pnodes)), np.dtype(dtype))
+        node.output = (j, shape)
         self.nodes.append(node)
         return node
 
@@ -209,7 +252,12 @@ class Graph:
                 continue
             if id(q) in live or pnodes[p].users == 0:
                 extra.append(q)
-            elif q.recipe is None and q.op.kind in _CHEAP_KINDS and all(id(c) in live for c in q.inputs):
+            elif (
+                q.recipe is None
+                and q.op is not None
+                and q.op.kind in _CHEAP_KINDS
+                and all(id(c) in live for c in q.inputs)
+            ):
                 extra.append(q)
         return [*self.outputs, *extra], self._reach(extra, live)
 
@@ -277,12 +325,14 @@ class Graph:
             ins = tuple(index[id(c)] for c in n.inputs)
             if n.leaf:
                 entries.append(("leaf", n.src))
+            elif n.output is not None:
+                entries.append(("out", ins[0], n.output[0], n.output[1], dtype_str(n.dtype)))
             elif n.recipe is not None:
                 entries.append(("new", n.recipe, ins))
             else:
                 entries.append(("copy", n.src, ins))
         pmap = [-1 if q is None else index.get(id(q), -1) for q in self.pmap]
-        steps = [i for i, e in enumerate(entries) if e[0] != "leaf"]
+        steps = [i for i, e in enumerate(entries) if e[0] in ("copy", "new")]
         return TransformationGraph(
             entries, steps, pmap, list(self.guards), list(self.fired), len(self.pnodes), dict(self.artifacts)
         )

@@ -15,7 +15,8 @@ stored on disk and never execute code; they compile once into closures over P''s
 
 A guard is ("eq", e1, e2): the two values must be the same (in key form, so 0.0 is not
 -0.0). A New node's recipe names a constructor and gives its attributes, shape and dtype
-as expressions; constructors are looked up by name in `CONSTRUCTORS`.
+as expressions; the engine (lazygraph/engine/compile.py) turns constructor names into
+kernels, and a stored recipe naming one it does not know is a RecipeError there.
 """
 
 from __future__ import annotations
@@ -150,13 +151,13 @@ class Recipe:
 
     @staticmethod
     def from_json(d: dict) -> Recipe:
-        """Inverse of to_json (validated: unknown constructors or ops are errors)."""
+        """Inverse of to_json (validated: unknown operators are errors, constructors the engine checks)."""
         if not isinstance(d, dict) or not isinstance(d.get("attrs"), dict):
             raise RecipeError("recipe must be an object with attrs")
-        r = Recipe(str(d["ctor"]), d.get("op"), d["attrs"], d["shape"], str(d["dtype"]), d.get("data"))
+        if not isinstance(d.get("ctor"), str):
+            raise RecipeError("recipe without a constructor name")
+        r = Recipe(d["ctor"], d.get("op"), d["attrs"], d["shape"], str(d["dtype"]), d.get("data"))
         r.compile()
-        if r.ctor not in CONSTRUCTORS:
-            raise RecipeError(f"unknown constructor {r.ctor!r}")
         if r.op is not None and r.op not in REGISTRY:
             raise RecipeError(f"unknown operator {r.op!r}")
         return r
@@ -178,30 +179,3 @@ class Recipe:
         if self.ctor == "op" or self.op in (None, self.ctor):
             return str(self.op) if self.ctor == "op" else self.ctor
         return f"{self.ctor}:{self.op}"
-
-
-#: constructor name -> build(recipe, artifacts) returning the step's callable fn(*values, **attrs)
-CONSTRUCTORS: dict[str, Callable[[Recipe, dict], Callable]] = {}
-
-
-def register_constructor(name: str, build: Callable[[Recipe, dict], Callable]) -> None:
-    """Make New nodes with this constructor name buildable (JIT regions register theirs)."""
-    CONSTRUCTORS[name] = build
-
-
-#: name -> check(transformation graph, key tokens): raises RecipeError when what a constructor
-#: stored beside its recipes (e.g. a fused region's description) does not fit the key's graph
-VALIDATORS: dict[str, Callable[[Any, tuple], None]] = {}
-
-
-def register_validator(name: str, check: Callable[[Any, tuple], None]) -> None:
-    """Check every transformation graph read from disk against the key it is stored under."""
-    VALIDATORS[name] = check
-
-
-def _op_ctor(recipe: Recipe, artifacts: dict) -> Callable:
-    """The default constructor: a registered operator's reference kernel."""
-    return REGISTRY[recipe.op].kernel
-
-
-register_constructor("op", _op_ctor)

@@ -58,7 +58,7 @@ class History:
 class Stats:
     """Hits, misses and where the time went, since start (or the last reset).
 
-    Shared by every thread of the process: counters change under `lock` (the executor also
+    Shared by every thread of the process: counters change under `lock` (the engine also
     takes it for the few counters it updates itself), so no evaluation's figures are lost.
     """
 
@@ -85,7 +85,7 @@ class Stats:
         self.run_seconds = 0.0
         self.used: dict[str, Entry] = {}
         self.history = History()
-        # metered evaluations (see cache/meter.py): peaks in bytes, reuse counts
+        # metered evaluations (see lazygraph/engine/meter.py): peaks in bytes, reuse counts
         self.metered = 0
         self.peak_predicted = 0
         self.peak_measured = 0

@@ -1,8 +1,9 @@
 """Cache entries and the in-process store.
 
 An `Entry` is everything cached for one structural key: one or more variants (a
-transformation graph and the plan built from it; variants differ in the guards their
-size- or value-dependent decisions need), plus counters. The store keeps entries in
+transformation graph and the program the engine built from it, which this package never
+looks into; variants differ in the guards their size- or value-dependent decisions need),
+plus counters. The store keeps entries in
 buckets by `key_hash` and compares keys whole, so colliding hashes only cost a comparison.
 """
 
@@ -13,10 +14,12 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from cache import key as keymod
 from cache.key import Key
-from cache.plan import Plan, TransformationGraph
+from cache.recipe import compile_guard
+from cache.tgraph import TransformationGraph
 from ops.node import Node
 
 
@@ -28,6 +31,33 @@ def key_json(key: tuple) -> str:
 def digest_of(text: str) -> str:
     """A short content hash for names: of files, of entries in listings."""
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class Variant:
+    """One transformation of a key: its graph, what the engine built from it, its guard check."""
+
+    __slots__ = ("tgraph", "program", "check")
+
+    def __init__(self, tgraph: TransformationGraph, program: Any) -> None:
+        self.tgraph = tgraph
+        self.program = program  # opaque here: the engine's executable form of `tgraph`
+        guards = [compile_guard(g) for g in tgraph.guards]
+        self.check: Callable[[list[Node]], bool] | None = _all_hold(guards) if guards else None
+
+
+def _all_hold(guards: list[Callable[[list[Node]], bool]]) -> Callable[[list[Node]], bool]:
+    """One callable telling whether every guard holds on P' (a guard that cannot be computed fails)."""
+
+    def check(nodes: list[Node]) -> bool:
+        for g in guards:
+            try:
+                if not g(nodes):
+                    return False
+            except Exception:  # a guard over values that no longer fit: not this variant
+                return False
+        return True
+
+    return check
 
 
 class Entry:
@@ -53,35 +83,33 @@ class Entry:
         self.skey = skey  # (tokens, root slots): the same key in process-independent form
         self.json = text if text is not None else key_json(skey)
         self.digest = digest_of(self.json)
-        self.variants: list[Plan] = []
+        self.variants: list[Variant] = []
         self.hits = 0
         self.misses = 0
         self.disk_hits = 0
         self.optimize_seconds = 0.0
         self.replay_seconds = 0.0
         self.created = time.time()
-        self.last_used = time.perf_counter()  # the executor stamps each use with perf_counter
+        self.last_used = time.perf_counter()  # the engine stamps each use with perf_counter
 
-    def select(self, nodes: list[Node]) -> Plan | None:
-        """The first variant whose guards hold on this graph."""
-        for plan in self.variants:
-            if not plan.guards or plan.applies(nodes):
-                return plan
+    def select(self, nodes: list[Node]) -> Any:
+        """The program of the first variant whose guards hold on this graph, or None."""
+        for v in self.variants:
+            check = v.check
+            if check is None or check(nodes):
+                return v.program
         return None
 
-    def add(self, tg: TransformationGraph, prepare: Callable[[Plan], object] | None = None) -> Plan:
-        """A new variant (the newest is tried first: it was made for the latest sizes).
+    def add(self, tg: TransformationGraph, program: Any) -> Any:
+        """Publish a finished variant (the newest is tried first: it was made for the latest sizes).
 
-        `prepare` finishes the plan (e.g. reorders it) before other threads can select it:
-        a plan is never changed once it is published.
+        Other threads may select it at once, so `program` must be complete (ordered) by now.
         """
-        plan = Plan(tg, self.skey[0])
-        if prepare is not None:
-            prepare(plan)
+        v = Variant(tg, program)
         with _VARIANTS_LOCK:
             # a new list, not an insert: a thread iterating the old one in `select` is undisturbed
-            self.variants = [plan, *self.variants[:7]]  # keep the recent variants of a key
-        return plan
+            self.variants = [v, *self.variants[:7]]  # keep the recent variants of a key
+        return program
 
     def summary(self) -> dict:
         """Per-entry counts and sizes for `lg.cache.stats()` and listings."""

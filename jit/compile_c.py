@@ -1,7 +1,8 @@
-"""The system C compiler: C source -> shared library -> ctypes function.
+"""The system C compiler: C source -> shared library bytes, kept in the kernel store.
 
-The compiler is $CC, else the first of cc, gcc, clang on PATH; none means the JIT is
-unavailable and regions run op by op on NumPy (the caller warns once).
+The compiler is `SETTINGS.cc` ($CC), else the first of cc, gcc, clang on PATH; none means the
+JIT is unavailable and regions run op by op on NumPy (the caller warns once). This module
+compiles and stores; loading and launching are the CPU backend's (jit/backend/cpu.py).
 
 Flags keep NumPy's bits (docs/reliability.md, "Numeric contract"). Every flag is either
 value-preserving or asked for:
@@ -33,15 +34,15 @@ value-preserving or asked for:
 
 Vector math (glibc's libmvec, `-lmvec`) is used in both modes; by default only in block loops
 that send every element through the vector function (jit/render_block.py).
-LAZYGRAPH_FAST_MATH=1 (off by default) adds `-ffp-contract=fast`, lets float sums and
-products use OpenMP reductions (an order that depends on the thread count) and lets any loop
-call libmvec, its remainder the scalar libm (jit/render_c.py): faster, not NumPy's bits. The flags are part of the
-store key, so the two modes never share a binary.
+Fast math (`SETTINGS.fast_math`, LAZYGRAPH_FAST_MATH=1; off by default) adds
+`-ffp-contract=fast`, lets float sums and products use OpenMP reductions (an order that
+depends on the thread count) and lets any loop call libmvec, its remainder the scalar libm
+(jit/render_c.py): faster, not NumPy's bits. The flags are part of the store key, so the two
+modes never share a binary.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import os
@@ -51,6 +52,8 @@ import subprocess
 import tempfile
 
 from jit import store
+from jit.runtime import Binary
+from ops.settings import SETTINGS
 
 
 class CompileError(RuntimeError):
@@ -65,7 +68,7 @@ def numbered(source: str) -> str:
 @functools.lru_cache(maxsize=1)
 def find_compiler() -> tuple[str, str] | None:
     """(path, identity) of the C compiler, or None when there is none."""
-    cands = [os.environ["CC"]] if os.environ.get("CC") else []
+    cands = [SETTINGS.cc] if SETTINGS.cc else []
     cands += ["cc", "gcc", "clang"]
     for c in cands:
         path = shutil.which(c)
@@ -115,25 +118,12 @@ VALUE_CHANGING = (
 )
 
 
-def fast_math() -> bool:
-    """LAZYGRAPH_FAST_MATH: True opts out of NumPy's bits for speed (off by default)."""
-    raw = os.environ.get("LAZYGRAPH_FAST_MATH", "").strip().lower()
-    if raw in ("", "0", "false", "off", "no"):
-        return False
-    if raw in ("1", "true", "on", "yes"):
-        return True
-    raise ValueError(
-        f"LAZYGRAPH_FAST_MATH={os.environ['LAZYGRAPH_FAST_MATH']!r} is not valid: expected 0 or 1 "
-        "(also false/true, off/on, no/yes; unset means 0)"
-    )
-
-
 def flags() -> list[str]:
     """The compiler flags of the current numeric mode (the probed toolchain's plus the mode's)."""
     tc = toolchain()
     if tc is None:
         return []
-    return tc["flags"] + (FAST_FLAGS if fast_math() else EXACT_FLAGS)
+    return tc["flags"] + (FAST_FLAGS if SETTINGS.fast_math else EXACT_FLAGS)
 
 
 def _try(cc: str, flags: list[str], src: str, libs: list[str]) -> bool:
@@ -177,34 +167,24 @@ def available() -> bool:
     return toolchain() is not None
 
 
-_loaded: dict[str, ctypes.CDLL] = {}
-
 # Between kernel launches the process runs NumPy, BLAS or PyTorch, whose own thread pools
 # need the cores: OpenMP threads that spin-wait after a parallel loop would fight them (a
 # 5-10x slowdown on two cores). libgomp reads this when the first kernel library loads it.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
-def build(source: str) -> ctypes._CFuncPtr:
-    """The `lg_kernel` function of `source`, compiled or taken from the store."""
+def compile_library(source: str) -> Binary:
+    """The shared library of `source` (exporting `lg_kernel`): from the store, or compiled now."""
     tc = toolchain()
     if tc is None:
         raise CompileError("no C compiler found ($CC, cc, gcc, clang)")
     fl = flags()
     key = store.make_key(source, tc["id"], fl + tc["libs"], tc["arch"])
-    lib = _loaded.get(key)
-    if lib is None:
-        # loaded from the verified bytes (a private copy), never from the store's path
-        data = store.read(key, "so")
-        if data is None:
-            data = _compile(tc, fl, source)
-            store.put(key, "so", data, {"compiler": tc["id"], "flags": fl})
-        lib = store.load_library(data, key)
-        _loaded[key] = lib
-    fn = lib.lg_kernel
-    fn.argtypes = [ctypes.c_void_p] * 4
-    fn.restype = None
-    return fn
+    data = store.read(key, "so")
+    if data is None:
+        data = _compile(tc, fl, source)
+        store.put(key, "so", data, {"compiler": tc["id"], "flags": fl})
+    return Binary(data, "so", key)
 
 
 def _compile(tc: dict, fl: list[str], source: str) -> bytes:

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from jit.window import HEAD, SIG, function, geometry, im2col_into, launch
+from jit.window import HEAD, SIG, function, geometry, im2col_into
 from ops.conv import out_hw
 
 Pair = tuple[int, int]
@@ -249,7 +249,7 @@ def direct_forward(
     ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     y = out if out is not None else np.empty((n, o, ho, wo), dtype=x.dtype)
     fn = function(_direct_forward_source, (x.dtype,), (kh, kw), s, p, d)
-    launch(fn, [x, w, None if b is None else np.ascontiguousarray(b), y], [n, c, h, wd, o, ho, wo])
+    fn([x, w, None if b is None else np.ascontiguousarray(b), y], [n, c, h, wd, o, ho, wo])
     return y
 
 
@@ -266,7 +266,7 @@ def direct_grad_weight(
     threads = max(1, min(len(os.sched_getaffinity(0)), n))
     part = np.zeros((threads, o, k), dtype=g.dtype)  # blocks of threads that never start stay 0
     fn = function(_direct_grad_weight_source, (g.dtype,), (kh, kw), s, p, d)
-    launch(fn, [g, x, part], [n, c, h, wd, o, ho, wo, threads])
+    fn([g, x, part], [n, c, h, wd, o, ho, wo, threads])
     res = out if out is not None else np.empty((o, c, kh, kw), dtype=g.dtype)
     np.sum(part, axis=0, out=res.reshape(o, k))
     return res

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from jit import types
+from ops.base import is_weak_scalar
+from ops.declare import expand
 from ops.node import Node
 
 #: per-element price of storing a value and reading it back (write + read of one element),
@@ -22,31 +24,28 @@ from ops.node import Node
 #: worse than a region boundary
 STORE_COST = 16.0
 
-#: operators the JIT lowers itself into elementwise and reduction steps
-COMPOSITES = ("softmax", "log_softmax", "logsumexp")
-
 
 class NotFusable(Exception):
     """A node cannot join a region (the message says why)."""
 
 
 def _ufunc_loop(node: Node) -> tuple[np.dtype, ...] | None:
-    """NumPy's loop dtypes for the operands of an elementwise node, or None."""
+    """NumPy's loop dtypes for the operands of an elementwise node (the record's `jit_loop`), or None."""
     op = node.op
-    name = op.name
     out = node.dtype
-    if name in ("where",):
-        return (node.inputs[0].dtype, out, out)
-    if name in ("clip", "sigmoid", "erf", "round"):
+    loop = op.jit_loop
+    if loop == "select":
+        return (node.inputs[0].dtype,) + (out,) * (len(node.inputs) - 1)
+    if loop == "out":
         return (out,) * len(node.inputs)
-    if name == "astype":
+    if loop == "convert":
         return (node.inputs[0].dtype,)
     fn = getattr(op, "fn", None)
     if not isinstance(fn, np.ufunc):
         return None
     sig = []
     for n in node.inputs:
-        if n.op.name == "scalar" and type(n.buffer) is not bool:
+        if is_weak_scalar(n) and type(n.buffer) is not bool:
             sig.append(type(n.buffer))  # a weak Python int or float
         else:
             sig.append(n.dtype)  # a Python bool promotes exactly like a bool array
@@ -68,18 +67,20 @@ def _ufunc_loop(node: Node) -> tuple[np.dtype, ...] | None:
 
 def template(node: Node) -> tuple[str, tuple[np.dtype, ...]]:
     """The C template and operand loop dtypes of an elementwise node (raises NotFusable)."""
-    table = getattr(node.op, "jit_expr", None)
+    table = node.op.jit_expr
     if table is None:
         raise NotFusable(f"{node.op.name} has no JIT description")
     loop = _ufunc_loop(node)
     if loop is None:
         raise NotFusable(f"{node.op.name}: no single loop dtype for these operands")
-    if node.op.name == "astype":
+    if node.op.jit_loop == "convert":
         src, dst = node.inputs[0].dtype, node.dtype
         if src.kind == "f" and dst.kind in "iu":
-            raise NotFusable("astype: float to integer conversion of out-of-range values differs from NumPy")
+            raise NotFusable(
+                f"{node.op.name}: float to integer conversion of out-of-range values differs from NumPy"
+            )
         kind = dst.kind
-    elif node.op.name == "where":
+    elif node.op.jit_loop == "select":
         kind = node.dtype.kind
     else:
         kind = loop[-1].kind if loop else node.dtype.kind
@@ -109,13 +110,12 @@ def check_node(node: Node) -> None:
     for n in node.inputs:
         if not types.supported(n.dtype):
             raise NotFusable(f"{name}: input dtype {n.dtype} is not handled by fused kernels")
-    if kind == "elementwise":
+    if node.op.decompose is not None:
+        pass  # its primitive parts are checked as the domain adds them
+    elif kind == "elementwise":
         template(node)
-    elif kind == "reduction" and getattr(node.op, "jit_reduce", None):
+    elif kind == "reduction" and node.op.jit_reduce:
         pass
-    elif name in COMPOSITES:
-        if node.dtype.kind != "f":
-            raise NotFusable(f"{name}: result dtype {node.dtype} is not a float")
     else:
         raise NotFusable(f"{name} ({kind}) is not fusable")
 
@@ -137,6 +137,7 @@ class Domain:
         self.multi: list[Node] = []  # members with two or more axes, and reductions
         self.axes_seen: set[int] = set()
         self.reducers: list[Node] = []
+        self.parts: dict[int, list[Node]] = {}  # id(composite member) -> its primitive nodes
         self._next = 0
 
     # -- union-find -------------------------------------------------------------------
@@ -193,6 +194,7 @@ class Domain:
         d.multi = list(self.multi)
         d.axes_seen = set(self.axes_seen)
         d.reducers = list(self.reducers)
+        d.parts = dict(self.parts)
         d._next = self._next
         return d
 
@@ -209,6 +211,9 @@ class Domain:
     def add(self, node: Node) -> None:
         """Map `node` into the domain; raise NotFusable (state then undefined: use a copy)."""
         check_node(node)
+        if node.op.decompose is not None:
+            self._add_composite(node)
+            return
         name = node.op.name
         if node.op.kind == "elementwise":
             out = self._broadcast(node)
@@ -217,23 +222,15 @@ class Domain:
         else:
             (x,) = node.inputs
             xm = self.axes_of(x)
-            axes = reduced_axes_attr(node) if name != "softmax" and name != "log_softmax" else ()
-            if name in ("softmax", "log_softmax"):
-                axes = (node.attrs["axis"],)
+            axes = reduced_axes_attr(node)
             red = tuple(xm[a] for a in axes if xm[a] >= 0)
             if not red:
                 raise NotFusable(f"{name}: reduces only unit dimensions")
-            if name in ("softmax", "log_softmax"):
-                out = xm
-            elif node.attrs.get("keepdims"):
+            if node.attrs.get("keepdims"):
                 out = tuple(-1 if i in axes else a for i, a in enumerate(xm))
             else:
                 out = tuple(a for i, a in enumerate(xm) if i not in axes)
-            level = self.level.get(id(x), 0) + (2 if name in ("var", "std") else 1)
-            if name in ("softmax", "log_softmax"):
-                level += 1  # max, then the sum of exponentials, then the result
-            elif name == "logsumexp":
-                level += 1
+            level = self.level.get(id(x), 0) + 1
         self.amap[id(node)] = out
         self.members[id(node)] = node
         self.level[id(node)] = level
@@ -247,6 +244,21 @@ class Domain:
                 self.has_reduction = True
         self._check(node)
         self._price(node)
+
+    def _add_composite(self, node: Node) -> None:
+        """A composite joins as its decomposition's primitive nodes; it stands for the last one."""
+        try:
+            parts = expand(node)
+        except (TypeError, ValueError) as e:
+            raise NotFusable(f"{node.op.name}: no decomposition for these operands ({e})") from None
+        for p in parts:
+            self.add(p)
+        last = id(parts[-1])
+        self.amap[id(node)] = self.amap[last]
+        self.level[id(node)] = self.level[last]
+        self.subcost[id(node)] = self.subcost[last]
+        self.members[id(node)] = node
+        self.parts[id(node)] = parts
 
     def _broadcast(self, node: Node) -> tuple[int, ...]:
         nd = len(node.shape)
@@ -306,7 +318,7 @@ class Domain:
 
     def _price(self, node: Node) -> None:
         """Refuse to recompute an expensive shared value in a later stage (store it instead)."""
-        own = float(getattr(node.op, "jit_cost", 8.0))
+        own = float(node.op.jit_cost)
         total = own
         lv = self.level[id(node)]
         for c in node.inputs:

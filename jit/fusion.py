@@ -8,11 +8,15 @@ them when that is acyclic and one kernel, so two chains that meet end in one reg
 Everything else — library calls (matmul, conv2d), data movement, views of intermediates —
 is a region boundary and runs its own kernel. Regions whose arrays are all small stay with
 NumPy: a kernel launch through ctypes costs more than NumPy's per-op overhead there.
+
+Nodes are read through one protocol: `op`, `inputs`, `attrs`, `shape`, `dtype` (and, for
+operands, `ops.base.is_weak_scalar`), so the optimizer's Q nodes are fused as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from math import prod
 
 from jit.domain import Domain, NotFusable, check_node
 from jit.kernel import Region
@@ -191,7 +195,7 @@ def find_regions(
     out: list[Region] = []
     for g in f.groups.values():
         members = g.members
-        if max(m.size for m in members) < min_size:
+        if min_size and max(prod(m.shape) for m in members) < min_size:
             continue
         mids = {id(m) for m in members}
         outputs = [m for m in members if id(m) in needed or id(m) in used_outside]
@@ -204,7 +208,16 @@ def find_regions(
                 if id(c) not in mids and id(c) not in seen:
                     seen.add(id(c))
                     inputs.append(c)
-        out.append(Region(list(members), inputs, outputs, g.domain))
+        ordered = sorted(members, key=lambda m: f.pos[id(m)])
+        try:
+            # The domain's checks depend on the order members joined; a cached region is rebuilt
+            # in topological order (kernel.make_region), so that order must accept it too.
+            dom = Domain()
+            for m in ordered:
+                dom.add(m)
+        except NotFusable:
+            continue  # its members run one by one
+        out.append(Region(ordered, inputs, outputs, dom))
     out = _break_cycles(order, out)
     out.sort(key=lambda r: f.pos[id(r.nodes[-1])])
     return out

@@ -6,38 +6,37 @@ they read (arrays or Python scalars) and the members whose values leave the regi
 (operators, attributes, dtypes, connections, which dimensions are 1 — never sizes or
 values); calling it with the inputs' values returns the outputs. Each distinct layout of
 the arguments (coalesced loops, unit strides) is searched (A*), rendered and compiled once;
-later calls only pack arguments and launch.
+later calls only pack arguments and launch. Compiling, loading and launching are a backend's
+(jit/backend/): the CPU's by default, another's when the call names it; the kernel source
+comes from the generator of the backend's language (jit/generate.py).
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from jit import astar, compile_c, nvrtc, render_cuda, types
+from jit import astar, compile_c, generate, types
 from jit import layout as lay
+from jit.backend import Backend, Program
+from jit.backend import get as get_backend
 from jit.domain import Domain, NotFusable
-from jit.ir import Par
 from jit.layout import Layout
-from jit.render_block import W as BLOCK
-from jit.render_block import blocked_extent
-from jit.render_c import render_c
-from jit.render_order import ordered_levels
 from jit.spec import Spec, build_spec
 from ops import settings
 from ops.node import Node
+from ops.settings import SETTINGS
 
 
 def enabled() -> bool:
-    """False when LAZYGRAPH_JIT=0 turns fused kernels off."""
-    return os.environ.get("LAZYGRAPH_JIT", "1").strip().lower() not in ("0", "false", "off", "no")
+    """False when the `jit` setting (LAZYGRAPH_JIT=0) turns fused kernels off."""
+    return SETTINGS.jit
 
 
 def debug_level() -> int:
@@ -112,8 +111,17 @@ def _warn_no_compiler() -> None:
         )
 
 
+class Variant(NamedTuple):
+    """One compiled variant of a kernel: the loaded program, its search and source, its launch shape."""
+
+    program: Program
+    result: astar.SearchResult
+    source: str
+    launch: Callable[[list[int]], tuple[int, int]]
+
+
 class FusedKernel:
-    """One region structure's kernels, one per argument layout (see the module docstring)."""
+    """One region structure's kernels, one per backend and argument layout (see the module docstring)."""
 
     def __init__(self, region: Region) -> None:
         self.spec: Spec = build_spec(region.domain, region.nodes, region.inputs, region.outputs)
@@ -129,16 +137,14 @@ class FusedKernel:
             slot[id(n)] = len(slot)
         self.out_slots = [slot[id(o)] for o in region.outputs]
         self.names = [n.op.name for n in region.nodes]
-        # keyed by layout, numeric mode (LAZYGRAPH_FAST_MATH may change between calls) and
-        # whether block loops may be shorter than a block (render_block.blocked_extent)
-        self.variants: dict[tuple[Layout, bool, bool], tuple[Any, astar.SearchResult, str]] = {}
-        self.cuda_variants: dict[Layout, tuple[str, astar.SearchResult]] = {}
-        self.cuda_fns: dict[tuple[Layout, bool], Any] = {}
+        # keyed by backend, layout and the generator's mode (numeric mode: fast math may change
+        # between calls; for C also whether block loops may be shorter than a block)
+        self.variants: dict[tuple[str, Layout, tuple], Variant] = {}
         # threads share kernels: one builds a layout's variant while the others wait for it
         self._lock = threading.Lock()
 
     # -- sizes, outputs, layout -----------------------------------------------------------
-    def _sizes(self, arrays: list[np.ndarray]) -> dict[int, int]:
+    def _sizes(self, arrays: list[Any]) -> dict[int, int]:
         sizes: dict[int, int] = {}
         for ref, arr in zip(self.spec.arrays, arrays):
             for dim, root in enumerate(ref.roots):
@@ -146,16 +152,20 @@ class FusedKernel:
                     sizes[root] = arr.shape[dim]
         return sizes
 
-    def __call__(self, *values: Any, out: np.ndarray | None = None) -> list[np.ndarray]:
+    def __call__(self, *values: Any, out: Any = None, backend: Backend | None = None) -> list[Any]:
         """Run the kernel on the inputs' values (arrays and scalars, in `Region.inputs` order).
 
-        `out` receives the first output (the executor's planned buffer); it must have the
-        output's shape and dtype and share no memory with an input the kernel reads.
+        `backend` runs it (the CPU's by default; inputs are copied to its memory where they are
+        not there). `out` receives the first output (the executor's planned buffer); it must be
+        the backend's array of the output's shape and dtype and share no memory with an input
+        the kernel reads.
         """
+        be = backend if backend is not None else get_backend("cpu")
         spec = self.spec
-        arrays: list[np.ndarray] = []
-        fs = [0.0] * len(spec.scalars)  # scalar k is read from fs[k] (floats) or is[k]
+        arrays: list[Any] = []
+        fs = [0.0] * len(spec.scalars)  # scalar k is read from fs[k] (floats) or is_[k]
         is_ = [0] * len(spec.scalars)
+        to_device = be.to_device
         for (kind, k), v, dt in zip(spec.arg_of_input, values, self.in_dtypes):
             if kind == "scalar":
                 if dt.kind == "f":
@@ -164,87 +174,56 @@ class FusedKernel:
                     iv = int(v)
                     is_[k] = iv - (1 << 64) if iv >= 1 << 63 else iv
             else:
-                arrays.append(np.asarray(v))
+                arrays.append(to_device(v))
         sizes = self._sizes(arrays)
-        if out is not None and any(np.may_share_memory(out, a) for a in arrays):
+        if out is not None and any(be.may_share(out, a) for a in arrays):
             raise ValueError("jit region: out= shares memory with an input the kernel reads")
         outs = []
         for _, ai in spec.outputs:
             ref = spec.arrays[ai]
             shp = tuple(1 if r < 0 else sizes[r] for r in ref.roots)
             if out is not None and not outs:
-                _check_out(out, shp, ref.dtype)
+                _check_out(be, out, shp, ref.dtype)
                 outs.append(out)
             else:
-                outs.append(np.empty(shp, dtype=ref.dtype))
-        if any(sizes[a] == 0 for a in spec.K) or not compile_c.available():
-            if not compile_c.available():
-                _warn_no_compiler()
-                return self.fallback(values, out)
+                outs.append(be.empty(shp, ref.dtype))
+        if not be.available():
+            if be.language != "c":
+                raise RuntimeError(f"jit region: the {be.name} backend cannot compile and run kernels here")
+            _warn_no_compiler()
+            return self.fallback(values, out)
+        if any(sizes[a] == 0 for a in spec.K):
             return outs  # a kept axis of size 0: every output is empty
         allarr = arrays + outs
         strides = lay.axis_strides(spec, allarr)
         layout = lay.make_layout(spec, sizes, strides)
-        fast = compile_c.fast_math()
-        args = lay.loop_args(spec, layout, sizes, strides)
-        # block loops shorter than a block need a second, padded body: built only for such calls
-        short = blocked_extent(len(layout.kloops), len(layout.rloops), args) < BLOCK
-        fn = self.variants.get((layout, fast, short))
-        if fn is None:
+        ints = lay.loop_args(spec, layout, sizes, strides)
+        gen = generate.GENERATORS[be.language]
+        key = (be.name, layout, gen.mode(layout, ints))
+        v = self.variants.get(key)
+        if v is None:
             with self._lock:
-                fn = self.variants.get((layout, fast, short)) or self._build(layout, fast, short)
-        dims = np.asarray(args, dtype=np.int64)
-        ptrs = (ctypes.c_void_p * max(1, len(allarr)))(*[a.ctypes.data for a in allarr])
-        fsa = np.asarray(fs or [0.0], dtype=np.float64)
-        isa = np.asarray(is_ or [0], dtype=np.int64)
-        fn[0](ptrs, dims.ctypes.data, fsa.ctypes.data, isa.ctypes.data)
+                v = self.variants.get(key) or self._build(be, key)
+        grid, block = v.launch(ints)
+        v.program(allarr, ints, fs, is_, grid, block)
         return outs
 
-    def _build(self, layout: Layout, fast: bool, short: bool) -> tuple[Any, astar.SearchResult, str]:
-        spec = self.spec
-        kir = lay.build_ir(spec, layout, "cpu")
-        # Float sums and products keep NumPy's order (jit/render_order.py): their reduced
-        # loops run in order, so A* spreads the kept loops instead.
-        ordered = ordered_levels(spec, exact=not fast)
-        for lp in kir.loops:
-            if lp.reduces and lp.stage in ordered:
-                lp.options = (Par.SEQUENTIAL,)
-        result = astar.astar(kir, astar.cpu_target(lay.dtype_lanes(spec)))
-        tc = compile_c.toolchain()
-        # libmvec's vector functions differ from the scalar libm in the last bit for a few inputs
-        # (acosf near 0): by default only block loops call them, for every element (render_block)
-        mvec = bool(tc and tc["mvec"])
-        source = render_c(spec, layout, result.assignment, mvec=mvec, exact=not fast, short=short)
+    def source(self, layout: Layout, language: str = "c", mode: tuple | None = None) -> generate.Source:
+        """The generated source of a layout in `language` (mode: the current numeric mode's, full blocks)."""
+        gen = generate.GENERATORS[language]
+        return gen.render(self.spec, layout, mode if mode is not None else gen.mode(layout, []))
+
+    def _build(self, be: Backend, key: tuple[str, Layout, tuple]) -> Variant:
+        _, layout, mode = key
+        src = generate.GENERATORS[be.language].render(self.spec, layout, mode)
         if debug_level() >= 3:
             log(
-                f"JIT kernel ({len(self.names)} ops: {', '.join(self.names)})\n{kir.describe()}\n"
-                f"A*: {result.describe(kir)}\n{compile_c.numbered(source)}"
+                f"JIT kernel for {be.name} ({len(self.names)} ops: {', '.join(self.names)})\n"
+                f"{src.explain}\n{compile_c.numbered(src.text)}"
             )
-        fn = compile_c.build(source)
-        entry = (fn, result, source)
-        self.variants[(layout, fast, short)] = entry
-        return entry
-
-    # -- CUDA -----------------------------------------------------------------------------
-    def cuda_source(self, layout: Layout) -> tuple[str, astar.SearchResult]:
-        """CUDA source and A* result for a layout (the same IR, searched for the GPU)."""
-        entry = self.cuda_variants.get(layout)
-        if entry is not None:
-            return entry
-        with self._lock:
-            entry = self.cuda_variants.get(layout)
-            if entry is not None:
-                return entry
-            kir = lay.build_ir(self.spec, layout, "cuda")
-            result = astar.astar(kir, astar.CUDA)
-            source = render_cuda.render_cuda(self.spec, layout, result.assignment)
-            if debug_level() >= 3:
-                log(
-                    f"CUDA kernel ({', '.join(self.names)})\nA*: {result.describe(kir)}\n{compile_c.numbered(source)}"
-                )
-            entry = (source, result)
-            self.cuda_variants[layout] = entry
-        return entry
+        program = be.load(be.compile(src.text, "lazygraph_kernel"), "lg_kernel", src.scalars)
+        v = self.variants[key] = Variant(program, src.result, src.text, src.launch)
+        return v
 
     def layout_for(self, arrays: list[Any]) -> tuple[Layout, dict[int, int], list[dict[int, int]]]:
         """Layout, axis sizes and strides for input arrays plus output arrays of the right shapes."""
@@ -256,49 +235,6 @@ class FusedKernel:
         strides = lay.axis_strides(self.spec, arrays + outs)
         return lay.make_layout(self.spec, sizes, strides), sizes, strides
 
-    def run_cuda(self, *values: Any) -> list[Any]:
-        """Run on the GPU with CuPy arrays (compiled by NVRTC, loaded by RawModule)."""
-        import cupy
-
-        spec = self.spec
-        arrays = []
-        fs = [0.0] * len(spec.scalars)
-        is_ = [0] * len(spec.scalars)
-        for (kind, k), v, dt in zip(spec.arg_of_input, values, self.in_dtypes):
-            if kind == "scalar":
-                if dt.kind == "f":
-                    fs[k] = float(v)
-                else:
-                    is_[k] = int(v)
-            else:
-                arrays.append(cupy.asarray(v))
-        sizes = self._sizes(arrays)
-        outs = []
-        for _, ai in spec.outputs:
-            ref = spec.arrays[ai]
-            outs.append(cupy.empty(tuple(1 if r < 0 else sizes[r] for r in ref.roots), dtype=ref.dtype))
-        if any(sizes[a] == 0 for a in spec.K):
-            return outs
-        allarr = arrays + outs
-        strides = lay.axis_strides(spec, allarr)
-        layout = lay.make_layout(spec, sizes, strides)
-        source, result = self.cuda_source(layout)
-        mode = (layout, compile_c.fast_math())  # NVRTC's --fmad follows the numeric mode
-        fn = self.cuda_fns.get(mode)
-        if fn is None:
-            with self._lock:
-                fn = self.cuda_fns.get(mode)
-                if fn is None:
-                    data, kind = nvrtc.compile_cuda(source)
-                    fn = _load_cuda(data, kind)
-                    self.cuda_fns[mode] = fn
-        ints = lay.loop_args(spec, layout, sizes, strides)
-        extents = ints[: layout.nloops]
-        grid, block = render_cuda.launch_config(layout, result.assignment, extents)
-        args = allarr + [np.int64(i) for i in ints] + render_cuda.scalar_args(spec, fs, is_)
-        fn((grid,), (block,), tuple(args))
-        return outs
-
     def fallback(self, values: tuple, out: np.ndarray | None = None) -> list[np.ndarray]:
         """The region op by op with the NumPy reference kernels (the first output copied to `out`)."""
         env: list[Any] = list(values)
@@ -307,33 +243,18 @@ class FusedKernel:
                 env.append(np.asarray(op.kernel(*(env[i] for i in ins), **attrs)))
         outs = [np.asarray(env[i]) for i in self.out_slots]
         if out is not None:
-            _check_out(out, outs[0].shape, outs[0].dtype)
+            _check_out(get_backend("cpu"), out, outs[0].shape, outs[0].dtype)
             np.copyto(out, outs[0])
             outs[0] = out
         return outs
 
 
-def _check_out(out: np.ndarray, shape: tuple, dtype: np.dtype) -> None:
-    """A given output buffer must be a writeable array of the output's shape and dtype."""
-    if type(out) is not np.ndarray or out.shape != shape or out.dtype != dtype or not out.flags.writeable:
+def _check_out(be: Backend, out: Any, shape: tuple, dtype: np.dtype) -> None:
+    """A given output buffer must be a writeable array of the backend, of the output's shape and dtype."""
+    writeable = getattr(getattr(out, "flags", None), "writeable", True)
+    if not be.is_buffer(out) or out.shape != shape or out.dtype != dtype or not writeable:
         got = f"{getattr(out, 'shape', None)} {getattr(out, 'dtype', type(out).__name__)}"
         raise ValueError(f"jit region: out= is {got}, the output is {shape} {np.dtype(dtype)}")
-
-
-def _load_cuda(data: bytes, kind: str) -> Any:
-    """The kernel function of a PTX or CUBIN image, through CuPy's RawModule."""
-    import tempfile
-
-    import cupy
-
-    with tempfile.NamedTemporaryFile(suffix=f".{kind}", delete=False) as f:
-        f.write(data)
-        path = f.name
-    try:
-        module = cupy.RawModule(path=path)
-        return module.get_function("lg_kernel")
-    finally:
-        os.unlink(path)
 
 
 _kernels: dict[tuple, FusedKernel] = {}

@@ -1,15 +1,17 @@
 """NVRTC through pynvrtc: CUDA C -> PTX or CUBIN, no GPU needed.
 
 libnvrtc comes from pip's nvidia-cuda-nvrtc-cu12 wheel (nvidia/cuda_nvrtc/lib) or the
-system. Code for a real device must load on its driver: with a device present we build a
-CUBIN for its exact architecture (`-arch=sm_XY`), which any driver of that major CUDA
-version loads; PTX would need an NVRTC no newer than the driver. Without a device (CI) we
-build PTX for the oldest architecture this NVRTC supports, which checks the kernel compiles.
-Results go to the kernel store keyed by source, NVRTC version, options and architecture.
+system. Code for a real device must load on its driver: with a device present (the CUDA
+backend passes its compute capability) we build a CUBIN for its exact architecture
+(`-arch=sm_XY`), which any driver of that major CUDA version loads; PTX would need an NVRTC
+no newer than the driver. Without a device (CI) we build PTX for the oldest architecture
+this NVRTC supports, which checks the kernel compiles. Results go to the kernel store keyed
+by source, NVRTC version, options and architecture.
 
 NVRTC contracts `a * b + c` into one fused multiply-add by default; `--fmad=false` keeps the
-two roundings NumPy makes, unless LAZYGRAPH_FAST_MATH=1 asks for speed (`--fmad=true`). The
-option is part of the store key, so the two modes never share a binary.
+two roundings NumPy makes, unless fast math (`SETTINGS.fast_math`) asks for speed
+(`--fmad=true`). The option is part of the store key, so the two modes never share a binary.
+This module compiles only; the CUDA backend (jit/backend/cuda.py) loads and launches.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ import importlib.util
 import os
 
 from jit import store
-from jit.compile_c import CompileError, fast_math, numbered
+from jit.compile_c import CompileError, numbered
+from jit.runtime import Binary
+from ops.settings import SETTINGS
 
 OPTIONS = ["--std=c++14", "-default-device"]
 
 
 def options() -> list[str]:
     """NVRTC options of the current numeric mode (no FMA contraction unless fast math is on)."""
-    return OPTIONS + (["--fmad=true"] if fast_math() else ["--fmad=false"])
+    return OPTIONS + (["--fmad=true"] if SETTINGS.fast_math else ["--fmad=false"])
 
 
 @functools.lru_cache(maxsize=1)
@@ -85,44 +89,31 @@ def supported_archs() -> list[int]:
     return list(arr)
 
 
-def device_arch() -> int | None:
-    """Compute capability of the current CUDA device via CuPy, or None without one."""
-    if importlib.util.find_spec("cupy") is None:
-        return None
-    try:
-        import cupy
+def choose_arch(device: int | None = None) -> tuple[str, str]:
+    """(-arch option, output kind "cubin" or "ptx") for a device of compute capability `device`.
 
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return None
-        return int(cupy.cuda.Device().compute_capability)  # "90" for sm_90
-    except Exception:  # no driver, no device: compile-only mode
-        return None
-
-
-def choose_arch() -> tuple[str, str]:
-    """(-arch option, output kind "cubin" or "ptx") for this machine."""
+    None means no device (compile-only, as in CI): PTX for the oldest supported architecture.
+    """
     archs = supported_archs()
-    dev = device_arch()
-    if dev is not None and dev in archs:
-        return f"-arch=sm_{dev}", "cubin"
-    if dev is not None:  # a device newer than this NVRTC: PTX the driver can JIT
-        best = max(a for a in archs if a <= dev) if any(a <= dev for a in archs) else min(archs)
+    if device is not None and device in archs:
+        return f"-arch=sm_{device}", "cubin"
+    if device is not None:  # a device newer than this NVRTC: PTX the driver can JIT
+        best = max(a for a in archs if a <= device) if any(a <= device for a in archs) else min(archs)
         return f"-arch=compute_{best}", "ptx"
     return f"-arch=compute_{min(archs)}", "ptx"
 
 
-def compile_cuda(source: str, name: str = "lazygraph_kernel.cu") -> tuple[bytes, str]:
-    """(binary, kind) for `source`: from the store, or compiled now."""
-    arch, kind = choose_arch()
+def compile_cuda(source: str, name: str = "lazygraph_kernel.cu", device: int | None = None) -> Binary:
+    """The PTX or CUBIN of `source` for `device` (see `choose_arch`): from the store, or compiled now."""
+    arch, kind = choose_arch(device)
     ver = version()
     opts = options() + [arch]
     key = store.make_key(source, f"nvrtc-{ver[0]}.{ver[1]}", opts, arch)
     data = store.read(key, kind)
-    if data is not None:
-        return data, kind
-    data = _compile(source, name, opts, kind)
-    store.put(key, kind, data, {"nvrtc": f"{ver[0]}.{ver[1]}", "options": opts})
-    return data, kind
+    if data is None:
+        data = _compile(source, name, opts, kind)
+        store.put(key, kind, data, {"nvrtc": f"{ver[0]}.{ver[1]}", "options": opts})
+    return Binary(data, kind, key)
 
 
 def _compile(source: str, name: str, options: list[str], kind: str) -> bytes:

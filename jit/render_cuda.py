@@ -184,21 +184,6 @@ def launch_config(layout: Layout, assign: tuple[Par, ...], extents: list[int]) -
     return max(1, blocks), threads
 
 
-def scalar_args(spec: Spec, fs: list[float], is_: list[int]) -> list:
-    """Scalar kernel arguments in parameter order, typed for CuPy."""
-    out = []
-    fi = ii = 0
-    for v in spec.values:
-        if v.kind == "scalar":
-            if v.dtype.kind == "f":
-                out.append(np.float64(fs[fi]))
-                fi += 1
-            else:
-                out.append(np.int64(is_[ii]))
-                ii += 1
-    return out
-
-
 def dtype_ok(dtype: np.dtype) -> bool:
     """Dtypes the CUDA renderer spells (all the JIT supports)."""
     return types.supported(dtype)

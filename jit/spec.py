@@ -2,9 +2,10 @@
 
 `build_spec` turns a region (member nodes, external inputs, outputs) into a `Spec`: the
 kept axes K and reduced axes R of its domain, the arrays it reads and writes, and a value
-graph the renderers print. Composite operators (softmax, log_softmax, logsumexp) and
-centered reductions (var, std) become several values here; every other operator brings its
-own JIT description from ops/ (`jit_expr`, `jit_reduce`). Each value has a level: 0 for
+graph the renderers print. Every primitive operator brings its JIT description from its
+record in ops/ (`jit_expr`, `jit_loop`, `jit_reduce`); a composite (softmax, logsumexp, var,
+...) is the primitive nodes its decomposition gave the domain, lowered the same way, with
+the Python scalars of the decomposition as literals. Each value has a level: 0 for
 what the inputs give, and one more after each reduction it waits for, so stage s of a kernel
 accumulates the reductions of level s.
 """
@@ -17,6 +18,7 @@ import numpy as np
 
 from jit import types
 from jit.domain import Domain, NotFusable, reduced_axes_attr, template
+from ops.base import is_weak_scalar
 from ops.node import Node
 
 
@@ -33,7 +35,7 @@ class Val:
     combine: str = ""  # reduce: add, mul, max, min, or, and
     identity: str = "0"
     finish: str = "{acc}"
-    center: int = -1  # reduce: value whose squared deviations are accumulated (var, std)
+    center: int = -1  # reduce: value whose squared deviations are accumulated (renderers support it)
     ddof: float = 0
     axes: frozenset[int] = field(default_factory=frozenset)
     level: int = 0
@@ -106,10 +108,6 @@ class _Lowering:
             return a
         return self.val(Val("elem", np.dtype(dtype), (a,), "{0}", (np.dtype(dtype),)))
 
-    def elem(self, expr: str, dtype: np.dtype, *args: int) -> int:
-        dt = np.dtype(dtype)
-        return self.val(Val("elem", dt, tuple(args), _fmt(expr, dt, dt, {}), (dt,) * len(args)))
-
     def reduce(self, desc: dict, dtype: np.dtype, arg: int, center: int = -1, ddof: float = 0) -> int:
         acc = types.acc_dtype(dtype)
         if desc["combine"] in ("or", "and"):
@@ -130,43 +128,36 @@ class _Lowering:
         )
 
     def node(self, node: Node) -> int:
-        name = node.op.name
+        parts = self.d.parts.get(id(node))
+        if parts is not None:
+            for p in parts:
+                for c in p.inputs:
+                    if id(c) not in self.of:  # a Python scalar of the decomposition
+                        self.of[id(c)] = self.val(Val("elem", c.dtype, (), _literal(c.buffer)))
+                self.of[id(p)] = self.node(p)
+            return self.of[id(parts[-1])]
         args = [self.of[id(c)] for c in node.inputs]
         if node.op.kind == "elementwise":
             tpl, loop = template(node)
-            tdt = node.dtype if name == "astype" else loop[-1]
+            tdt = node.dtype if node.op.jit_loop == "convert" else loop[-1]
             expr = _fmt(tpl, tdt, node.dtype, node.attrs)
             return self.val(Val("elem", node.dtype, tuple(args), expr, loop))
         (x,) = args
-        if name in ("softmax", "log_softmax", "logsumexp"):
-            return self._softmax(name, node, x)
-        desc = node.op.jit_reduce
-        if desc.get("centered"):
-            xt = self.cast(x, node.dtype)
-            mean = self.reduce(
-                {"combine": "add", "identity": "0", "finish": "({T})((double){acc} / (double){count})"},
-                node.dtype,
-                xt,
-            )
-            return self.reduce(desc, node.dtype, xt, center=mean, ddof=float(node.attrs.get("ddof") or 0))
-        return self.reduce(desc, node.dtype, x)
+        return self.reduce(node.op.jit_reduce, node.dtype, x, ddof=float(node.attrs.get("ddof") or 0))
 
-    def _softmax(self, name: str, node: Node, x: int) -> int:
-        work = node.dtype
-        xw = self.cast(x, work)
-        m = self.reduce({"combine": "max", "identity": "lowest", "finish": "{acc}"}, work, xw)
-        if name == "logsumexp":
-            sh = self.elem("({0} - {0} == 0) ? {0} : ({T})0", work, m)  # a non-finite max shifts by 0
-        else:
-            sh = self.elem("({0} == -INFINITY) ? ({T})0 : {0}", work, m)  # an all -inf row gives 0/0
-        d = self.elem("{0} - {1}", work, xw, sh)
-        e = self.elem("exp({0})", work, d)
-        s = self.reduce({"combine": "add", "identity": "0", "finish": "{acc}"}, work, e)
-        if name == "softmax":
-            return self.elem("{0} / {1}", work, e, s)
-        if name == "log_softmax":
-            return self.elem("{0} - log({1})", work, d, s)
-        return self.elem("log({0}) + {1}", work, s, sh)
+
+def _literal(value: bool | int | float) -> str:
+    """A Python scalar as a C literal of its own type (the operand cast converts it, as NumPy does)."""
+    if type(value) is bool:
+        return "1" if value else "0"
+    if type(value) is int:
+        return f"{value}LL"
+    v = float(value)
+    if v != v:
+        return "NAN"
+    if v in (float("inf"), float("-inf")):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return repr(v)
 
 
 def build_spec(domain: Domain, members: list[Node], inputs: list[Node], outputs: list[Node]) -> Spec:
@@ -177,7 +168,7 @@ def build_spec(domain: Domain, members: list[Node], inputs: list[Node], outputs:
     scalars: list[np.dtype] = []
     arg_of: list[tuple[str, int]] = []
     for n in inputs:
-        if n.op.name == "scalar":
+        if is_weak_scalar(n):
             low.of[id(n)] = low.val(Val("scalar", n.dtype, index=len(scalars)))
             arg_of.append(("scalar", len(scalars)))
             scalars.append(n.dtype)

@@ -17,15 +17,16 @@ the reference kernel.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from jit import compile_c, types
+from jit import c_program, compile_c, types
+from jit.c_program import CpuProgram as Program
 from ops.conv import out_hw
+from ops.settings import SETTINGS
 
 Pair = tuple[int, int]
 
@@ -259,26 +260,20 @@ def _im2col_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> str:
 
 
 @functools.cache
-def _compiled(fast: bool, build: Callable[..., str], *args: Any) -> Callable:
+def _compiled(fast: bool, build: Callable[..., str], *args: Any) -> Program:
     # `fast` (the numeric mode) is in the cache key: the library's flags depend on it
-    return compile_c.build(build(*args))
+    return c_program.load(compile_c.compile_library(build(*args)))
 
 
-def function(build: Callable[..., str], dtypes: tuple, *geometry_args: Pair) -> Callable:
+def function(build: Callable[..., str], dtypes: tuple, *geometry_args: Pair) -> Program:
     """The compiled `lg_kernel` of build(*dtypes, *window): source built and loaded once per structure.
 
     Launches look it up by the builder and its arguments, so a chunked convolution does not
-    rebuild and rehash the source on every chunk.
+    rebuild and rehash the source on every chunk. The program is the CPU backend's: launched
+    as `fn(arrays, dims)` (None in `arrays` is a null pointer).
     """
     window = (tuple(int(v) for v in a) for a in geometry_args)
-    return _compiled(compile_c.fast_math(), build, *dtypes, *window)
-
-
-def launch(fn: Callable, arrays: list[np.ndarray | None], dims: list[int]) -> None:
-    """Run a kernel on arrays (None: a null pointer) and int64 sizes."""
-    ptrs = (ctypes.c_void_p * len(arrays))(*[None if a is None else a.ctypes.data for a in arrays])
-    dv = np.asarray(dims, dtype=np.int64)
-    fn(ptrs, dv.ctypes.data, None, None)
+    return _compiled(SETTINGS.fast_math, build, *dtypes, *window)
 
 
 def _out(shape: tuple, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
@@ -293,7 +288,7 @@ def _max_pool2d(x: np.ndarray, *, kernel_size: Pair, stride: Pair, padding: Pair
     ho, wo = out_hw((h, w), kernel_size, stride, padding, dilation)
     y = _out((n, c, ho, wo), x.dtype, out)
     fn = function(_pool_source, (x.dtype,), kernel_size, stride, padding, dilation)
-    launch(fn, [x, y], [n * c, h, w, ho, wo])
+    fn([x, y], [n * c, h, w, ho, wo])
     return y
 
 
@@ -315,7 +310,7 @@ def _max_pool2d_grad(
     ho, wo = g.shape[2:]
     gi = _out(x.shape, g.dtype, out)
     fn = function(_pool_grad_source, (g.dtype, x.dtype), kernel_size, stride, padding, dilation)
-    launch(fn, [g, x, gi], [n * c, h, w, ho, wo])
+    fn([g, x, gi], [n * c, h, w, ho, wo])
     return gi
 
 
@@ -325,7 +320,7 @@ def im2col_into(x: np.ndarray, cols: np.ndarray, k: Pair, s: Pair, p: Pair, d: P
     n, c, h, wd = x.shape
     ho, wo = cols.shape[1:3]
     fn = function(_im2col_source, (x.dtype,), k, s, p, d)
-    launch(fn, [x, cols], [n, c, h, wd, ho, wo])
+    fn([x, cols], [n, c, h, wd, ho, wo])
 
 
 def im2col(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:

@@ -10,14 +10,13 @@ print(y.numpy(), float(x.sum()))   # evaluation points
 from __future__ import annotations
 
 import math as _math
+import sys as _sys
 
 import numpy as _np
 
 from lazygraph import cachectl as cache  # noqa: F401  (lg.cache.stats(), lg.cache.clear())
-from lazygraph import jitpass as _jitpass  # noqa: F401  (the JIT fusion pass and its region steps)
 from lazygraph import methods as _methods  # noqa: F401  (installs Array operators)
 from lazygraph import random
-from lazygraph import windowpass as _windowpass  # noqa: F401  (compiled pooling and convolution steps)
 from lazygraph.api import *  # noqa: F403
 from lazygraph.api import eval, explain, to_dot  # noqa: F401
 from lazygraph.array import Array, mark_static  # noqa: F401
@@ -34,8 +33,9 @@ from lazygraph.creation import (  # noqa: F401
     zeros,
     zeros_like,
 )
-from lazygraph.executor import EvaluationError  # noqa: F401
+from lazygraph.engine import EvaluationError  # noqa: F401
 from lazygraph.nnops import avg_pool2d, conv2d, log_softmax, logsumexp, max_pool2d, one_hot, softmax  # noqa: F401
+from lazygraph.numlib import *  # noqa: F403  (NumPy functions composed of the operators above)
 from lazygraph.shape import (  # noqa: F401
     array,
     asarray,
@@ -59,8 +59,7 @@ from lazygraph.shape import (  # noqa: F401
     swapaxes,
     transpose,
 )
-
-__version__ = "0.1.0"
+from lazygraph.version import __version__  # noqa: F401
 
 bool_ = _np.bool_
 bool = _np.bool_  # noqa: A001 - array API dtype name
@@ -81,3 +80,8 @@ from lazygraph.gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_e
 from lazygraph.random import manual_seed  # noqa: E402
 from lazygraph.superopt import rule as register_rule  # noqa: E402, F401  (user rules, proven by z3)
 from ops.settings import SETTINGS as settings  # noqa: E402, F401  (lg.settings.update(jit=False), .override, .reload)
+
+# NumPy's functions on lazy arrays (`np.mean(x)`) and the operators' gradient rules call the
+# names defined here; handed over, so that no module below this one imports it back
+_methods.install_array_function(_sys.modules[__name__])
+_autograd.F.namespace = _sys.modules[__name__]

@@ -14,7 +14,8 @@ import json
 import sys
 from typing import Any
 
-from lazygraph import cachectl, executor
+from lazygraph import cachectl
+from lazygraph.engine import ENGINE
 from ops.settings import SettingError
 
 
@@ -50,7 +51,7 @@ def _when(t: float | None) -> str:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Disk store summary and the newest run's figures."""
-    store = executor._disk_store()
+    store = ENGINE.disk_store()
     rows = store.listing()
     current = [r for r in rows if r.get("status") == "current"]
     size = sum(r["bytes"] for r in rows)
@@ -123,7 +124,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """One line per entry on disk, most recently used first."""
-    store = executor._disk_store()
+    store = ENGINE.disk_store()
     rows = store.listing()
     if args.json:
         print(json.dumps(rows))
@@ -152,7 +153,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_clear(args: argparse.Namespace) -> int:
     """Delete every graph entry, compiled kernel and run log."""
     n = cachectl.clear(disk=True)
-    print(f"removed {n} files from {executor._disk_store().root}")
+    print(f"removed {n} files from {ENGINE.disk_store().root}")
     return 0
 
 
@@ -170,7 +171,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    store = executor._disk_store()
+    store = ENGINE.disk_store()
     run = store.latest_run() if args.run is None else json.loads(open(args.run, "rb").read())
     if not run or not run.get("history"):
         print(f"no run log with a history in {store.runs}", file=sys.stderr)

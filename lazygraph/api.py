@@ -11,18 +11,13 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from lazygraph import debug, executor
-from lazygraph.array import Array, record, result_dtype
-from lazygraph.shape import _arr, moveaxis
+from lazygraph import debug
+from lazygraph.array import Array, check_device, record, result_dtype  # noqa: F401  (check_device: for importers)
+from lazygraph.engine import evaluate as evaluation
+from lazygraph.shape import _arr, moveaxis, ravel
 from ops.elementwise import BINARY, UNARY
 
 UFUNC_NAMES: dict[np.ufunc, str] = {fn: name for name, fn in {**BINARY, **UNARY}.items()}
-
-
-def check_device(device: str | None) -> None:
-    """Reject devices this build cannot place arrays on."""
-    if device not in (None, "cpu"):
-        raise ValueError(f"device {device!r} is not available (only 'cpu')")
 
 
 def _elementwise(name: str, arity: int):
@@ -215,6 +210,12 @@ def cumprod(x: Any, axis: int | None = None, dtype: Any = None) -> Array:
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+def apply(op: Any, *operands: Any, **attrs: Any) -> Array:
+    """Record an operator given by its record or name: how code calls an operator declared with
+    ops.declare that has no function of its own in this namespace."""
+    return record(op if isinstance(op, str) else op.name, *operands, **attrs)
+
+
 def matmul(a: Any, b: Any) -> Array:
     """Matrix product with broadcast batch dimensions (`@`)."""
     return record("matmul", a, b)
@@ -282,8 +283,6 @@ def inner(a: Any, b: Any) -> Array:
 
 def outer(a: Any, b: Any) -> Array:
     """Outer product of the flattened inputs."""
-    from lazygraph.shape import ravel
-
     return einsum("i,j->ij", ravel(_arr(a)), ravel(_arr(b)))
 
 
@@ -304,14 +303,14 @@ def vecdot(a: Any, b: Any, axis: int = -1) -> Array:
 def eval(*arrays: Array) -> tuple[np.ndarray, ...]:  # noqa: A001 - the design's name
     """Evaluate several arrays as one graph; returns their (read-only) NumPy values."""
     arrays = tuple(_arr(a) for a in arrays)
-    executor.evaluate([a.node for a in arrays])
+    evaluation.evaluate([a.node for a in arrays])
     return tuple(a.numpy() for a in arrays)
 
 
 def explain(*arrays: Array, file: TextIO | None = None) -> None:
     """Print the recorded graph P, the optimized graph Q and the passes that fired (runs nothing)."""
     roots = [_arr(a).node for a in arrays]
-    lines = ["P = recorded graph:", *debug.graph_lines(roots), *executor.explain_lines(roots)]
+    lines = ["P = recorded graph:", *debug.graph_lines(roots), *evaluation.explain_lines(roots)]
     print("\n".join(lines), file=file or sys.stdout)
 
 
@@ -343,8 +342,5 @@ def size(x: Any) -> int:
 __all__ = sorted(
     name
     for name, value in list(vars().items())
-    if not name.startswith("_")
-    and callable(value)
-    and getattr(value, "__module__", None) == __name__
-    and name != "check_device"
+    if not name.startswith("_") and callable(value) and getattr(value, "__module__", None) == __name__
 )

@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 from numpy.exceptions import ComplexWarning
 
-from lazygraph import executor, txn
+from lazygraph import txn
+from lazygraph.engine import evaluate as evaluation
 from lazygraph.gradmode import is_grad_enabled, track
+from lazygraph.indexing import parse_index
 from ops.base import FAST_SIZE, REGISTRY, check_size, fmt_shape
 from ops.creation import BUFFER, SCALAR
 from ops.node import Node
@@ -44,6 +46,10 @@ class Storage:
         # writes that caused it (lazygraph/txn.py); None while no write is pending
         self.hist: list[Node] | None = None
         self.ghist: list[Node | None] | None = None  # `.grad` values backward() replaced
+
+    def restore_grad(self, node: Node | None) -> None:
+        """Put back a `.grad` value a failed backward() replaced (txn.rollback asks, as it sits below Array)."""
+        self.grad = None if node is None else from_node(node)
 
     def set(self, node: Node) -> None:
         """Record that the buffer now holds `node`'s value."""
@@ -96,6 +102,12 @@ def accumulate_grad(storage: Storage, g: Array) -> None:
             txn.register(storage)
     else:
         gh.append(pnode)
+
+
+def check_device(device: str | None) -> None:
+    """Reject devices this build cannot place arrays on (every creation function asks)."""
+    if device not in (None, "cpu"):
+        raise ValueError(f"device {device!r} is not available (only 'cpu')")
 
 
 def constant(value: Any, dtype: Any = None) -> Node:
@@ -295,7 +307,7 @@ class Array:
     def _value(self) -> np.ndarray:
         node = self.node
         if node.buffer is None:
-            executor.evaluate([node])
+            evaluation.evaluate([node])
         return np.asarray(node.buffer)
 
     def numpy(self) -> np.ndarray:
@@ -447,11 +459,9 @@ class Array:
         return self
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from lazygraph.indexing import parse_index
-
         if self._readonly:  # NumPy checks this before the index, whatever is wrong with it
             raise ValueError("setitem: assignment destination is read-only (a broadcast view)")
-        basic, template, operands = parse_index(self, key, "setitem")
+        basic, template, operands = parse_index(self, key, "setitem", Array)
         items = key if isinstance(key, tuple) else (key,)
 
         def int_like(it: Any) -> bool:  # integers, and 0-d integer arrays (NumPy indexes with them alike)
@@ -490,9 +500,7 @@ class Array:
             self._write(value, template, tuple(as_node(o, "setitem") for o in operands), element=limit)
 
     def __getitem__(self, key: Any) -> Array:
-        from lazygraph.indexing import parse_index
-
-        basic, template, operands = parse_index(self, key, "getitem")
+        basic, template, operands = parse_index(self, key, "getitem", Array)
         if template is None:
             items = key if isinstance(key, tuple) else (key,)
             if len(items) == self.ndim and all(
@@ -503,32 +511,8 @@ class Array:
             return self._derive(basic)
         return record("gather", self, *operands, index=template)
 
-    # -- numpy interoperability ---------------------------------------------------------
-
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from lazygraph import api
-
-        name = "matmul" if ufunc is np.matmul else api.UFUNC_NAMES.get(ufunc)
-        if name is None or method != "__call__":
-            return NotImplemented
-        out = kwargs.pop("out", None)
-        if kwargs:
-            return NotImplemented
-        if out is not None:
-            (target,) = out
-            if not isinstance(target, Array) or name == "matmul":
-                return NotImplemented
-            # out= follows NumPy's rules (same_kind casting, broadcast to out's shape)
-            return getattr(api, name)(*inputs, out=target)
-        return getattr(api, name)(*inputs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        import lazygraph
-
-        impl = getattr(lazygraph, func.__name__, None)
-        if impl is None or not callable(impl) or isinstance(impl, type):
-            return NotImplemented
-        return impl(*args, **kwargs)
+    # NumPy interoperability (`np.tanh(x)`, `np.mean(x)`): `__array_ufunc__` and
+    # `__array_function__` are installed by methods.py, which sits above the namespace they call.
 
 
 class Scalar(Array):

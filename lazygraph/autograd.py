@@ -12,12 +12,14 @@ a grad leaf, so `backward()` knows where to accumulate `.grad`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
-import lazygraph as lg
-from lazygraph import executor
 from lazygraph.array import LEAF_OWNERS, VIEW, Array, accumulate_grad, from_node, record
+from lazygraph.creation import ones, zeros
+from lazygraph.engine import threads
 from lazygraph.gradmode import is_grad_enabled, no_grad, set_grad_enabled
+from lazygraph.shape import asarray
 from ops.base import fmt_shape
 from ops.node import Node
 from ops.views import contiguous
@@ -27,9 +29,10 @@ class _Namespace:
     """What gradient rules record with: the lazygraph namespace plus raw `record`."""
 
     record = staticmethod(record)
+    namespace: ModuleType | None = None  # the `lazygraph` package, handed over by its __init__
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(lg, name)
+        return getattr(self.namespace, name)
 
 
 F = _Namespace()
@@ -99,7 +102,7 @@ def _backprop(root: Node, seed: Array, wanted: set[int]) -> dict[int, Array]:
             if c is None or id(child) not in useful:
                 continue
             if not isinstance(c, Array):
-                c = lg.asarray(c)
+                c = asarray(c)
             c = _sum_to(c, child.shape)
             if c.dtype != child.dtype:
                 c = c.astype(child.dtype)
@@ -117,8 +120,8 @@ def _seed(y: Array, grad_output: Any, who: str) -> Array:
                 f"{who}: grad can be implicitly created only for single-element outputs "
                 f"(got shape {fmt_shape(y.shape)}); pass grad_output"
             )
-        return lg.ones(y.shape, dtype=y.dtype)
-    g = grad_output if isinstance(grad_output, Array) else lg.asarray(grad_output, dtype=y.dtype)
+        return ones(y.shape, dtype=y.dtype)
+    g = grad_output if isinstance(grad_output, Array) else asarray(grad_output, dtype=y.dtype)
     if g.shape != y.shape:
         raise ValueError(
             f"{who}: grad_output shape {fmt_shape(g.shape)} != output shape {fmt_shape(y.shape)}"
@@ -144,7 +147,7 @@ def grad(
         out = []
         for x, t in zip(xs, targets, strict=True):
             g = cot.get(id(t))
-            out.append(lg.zeros(x.shape, dtype=x.dtype) if g is None else g)
+            out.append(zeros(x.shape, dtype=x.dtype) if g is None else g)
     finally:
         set_grad_enabled(prev)
     return out[0] if single else out
@@ -174,7 +177,7 @@ def backward(y: Array, grad_output: Any = None, create_graph: bool = False) -> N
     finally:
         set_grad_enabled(prev)
     # The loss is usually read right after the update: compute it in the same graph.
-    executor.defer(y._storage)
+    threads.defer(y._storage)
 
 
 # -- the Array face of autograd -----------------------------------------------------------
@@ -213,7 +216,7 @@ def _get_grad(self: Array) -> Array | None:
 
 def _set_grad(self: Array, value: Array | None) -> None:
     if value is not None and not isinstance(value, Array):
-        value = lg.asarray(value)
+        value = asarray(value)
     if value is not None and value.shape != self.shape:
         raise ValueError(
             f"grad: assigned grad has shape {fmt_shape(value.shape)}, array has {fmt_shape(self.shape)}"

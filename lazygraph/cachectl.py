@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lazygraph import executor
+from lazygraph.engine import ENGINE
 from ops import storage
 
 
@@ -22,12 +22,12 @@ def stats(per_entry: bool = True) -> dict[str, Any]:
     hash_seconds, run_seconds, evaluations, uncached, disk_hits, disk_writes,
     corrupt_entries, and `entries` (per structure: hits, misses, P and Q sizes, passes).
     """
-    return executor.STATS.summary(per_entry)
+    return ENGINE.stats.summary(per_entry)
 
 
 def reset_stats() -> None:
     """Zero the counters (cached entries stay)."""
-    executor.STATS.reset()
+    ENGINE.stats.reset()
     reset_passes()
 
 
@@ -44,17 +44,17 @@ def clear(disk: bool = True) -> int:
     On disk that is every graph entry, run log and compiled kernel under the cache root.
     Returns the number of files removed from the cache directory. Counters restart too.
     """
-    executor.MEMORY.clear()
-    executor.STATS.reset()
+    ENGINE.memory.clear()
+    ENGINE.stats.reset()
     reset_passes()
     if not disk:
         return 0
-    return executor._disk_store().clear()
+    return ENGINE.disk_store().clear()
 
 
 def directory() -> Path:
     """Where entries are stored: $LAZYGRAPH_CACHE_DIR, $XDG_CACHE_HOME/lazygraph or ~/.cache/lazygraph."""
-    return executor._disk_store().root
+    return ENGINE.disk_store().root
 
 
 def usage() -> dict[str, Any]:
@@ -62,7 +62,7 @@ def usage() -> dict[str, Any]:
 
     `refused` says why this process does not use the directory (None when it does).
     """
-    store = executor._disk_store()
+    store = ENGINE.disk_store()
     return {
         "directory": str(store.root),
         **store.usage(),
@@ -73,7 +73,7 @@ def usage() -> dict[str, Any]:
 
 def entries() -> list[dict[str, Any]]:
     """The entries on disk (current and other library versions), newest first."""
-    return executor._disk_store().listing()
+    return ENGINE.disk_store().listing()
 
 
 def history() -> list[list]:
@@ -81,7 +81,7 @@ def history() -> list[list]:
 
     Columns: seconds since start, evaluations, hits, hash s, replay s, optimize s, run s, nodes.
     """
-    return executor.STATS.history_rows()
+    return ENGINE.stats.history_rows()
 
 
 def passes() -> dict[str, Any]:

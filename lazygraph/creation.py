@@ -6,8 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from lazygraph.api import check_device
-from lazygraph.array import Array, record
+from lazygraph.array import Array, check_device, record
 from lazygraph.shape import _arr
 
 

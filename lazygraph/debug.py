@@ -3,18 +3,42 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ops import settings
 from ops.node import Node, postorder
+from ops.settings import SETTINGS
 
-_stats = {"evaluations": 0, "kernels": 0}
+
+class Totals:
+    """Evaluations and steps run since start, process-wide (the log numbers evaluations by them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = [0, 0]
+
+    def count(self, steps: int) -> int:
+        """Account one evaluation of `steps` steps; returns its number."""
+        with self._lock:
+            c = self._counts
+            c[0] += 1
+            c[1] += steps
+            return c[0]
+
+    def summary(self) -> dict[str, int]:
+        """{"evaluations": ..., "kernels": ...} (kernels: steps run)."""
+        with self._lock:
+            return {"evaluations": self._counts[0], "kernels": self._counts[1]}
+
+
+#: what `evaluation_stats` reports (counted by every engine; never reset)
+TOTALS = Totals()
 
 
 def level() -> int:
     """Current LAZYGRAPH_DEBUG level (0 = quiet)."""
-    return settings.debug_level()
+    return SETTINGS.debug
 
 
 def log(msg: str, at: int = 1) -> None:
@@ -24,17 +48,12 @@ def log(msg: str, at: int = 1) -> None:
 
 
 def log_evaluation(
-    roots: Sequence[Node], kernels: int, seconds: float, detail: str = "", lv: int | None = None
+    number: int, roots: Sequence[Node], kernels: int, seconds: float, detail: str = ""
 ) -> None:
-    """One line per evaluation at level 1 (the executor logs kernels and passes at 2, the graph at 3)."""
-    _stats["evaluations"] += 1
-    _stats["kernels"] += kernels
-    if lv is None:
-        lv = level()
-    if lv >= 1:
-        outs = ", ".join(f"{r.dtype}{list(r.shape)}" for r in roots)
-        extra = f" [{detail}]" if detail else ""
-        log(f"eval #{_stats['evaluations']}: {kernels} nodes run in {seconds * 1e3:.3f} ms -> {outs}{extra}")
+    """The line of evaluation `number` at level 1 (the engine logs kernels and passes at 2, the graph at 3)."""
+    outs = ", ".join(f"{r.dtype}{list(r.shape)}" for r in roots)
+    extra = f" [{detail}]" if detail else ""
+    log(f"eval #{number}: {kernels} nodes run in {seconds * 1e3:.3f} ms -> {outs}{extra}")
 
 
 def fmt_bytes(n: int) -> str:
@@ -47,7 +66,7 @@ def fmt_bytes(n: int) -> str:
 
 def evaluation_stats() -> dict[str, int]:
     """Totals since start: evaluations run and kernels executed."""
-    return dict(_stats)
+    return TOTALS.summary()
 
 
 def _attr_str(v: Any) -> str:

@@ -23,16 +23,15 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
-def _is_array_like(x: Any) -> bool:
-    from lazygraph.array import Array
-
-    return isinstance(x, (Array, np.ndarray, list, bool, np.bool_))
+def _is_array_like(x: Any, lazy: type) -> bool:
+    return isinstance(x, (lazy, np.ndarray, list, bool, np.bool_))
 
 
-def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | None, list]:
-    """(view, None, []) for basic indexing, or (None, template, index operands) for a gather."""
-    from lazygraph.array import Array
+def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None, tuple | None, list]:
+    """(view, None, []) for basic indexing, or (None, template, index operands) for a gather.
 
+    `lazy` is the lazy array class, passed by array.py so that this module sits below it.
+    """
     items = key if isinstance(key, tuple) else (key,)
     shape = arr.shape
     consumed = 0
@@ -42,7 +41,7 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
             continue
         if it is Ellipsis:
             ellipses += 1
-        elif isinstance(it, (Array, np.ndarray)) and it.dtype == np.bool_:
+        elif isinstance(it, (lazy, np.ndarray)) and it.dtype == np.bool_:
             consumed += it.ndim
         elif isinstance(it, list) and np.asarray(it).dtype == np.bool_:
             consumed += np.asarray(it).ndim
@@ -63,7 +62,7 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
         else:
             expanded.append(it)
 
-    if not any(_is_array_like(it) for it in expanded):
+    if not any(_is_array_like(it, lazy) for it in expanded):
         basic: list[Any] = []
         dim = 0
         for it in expanded:
@@ -104,7 +103,7 @@ def parse_index(arr: Array, key: Any, op: str) -> tuple[View | None, tuple | Non
             template.append(("i", _check_int(it, shape[dim], dim, op)))
             dim += 1
         else:
-            for idx in _index_arrays(it, shape, dim, op, errors):
+            for idx in _index_arrays(it, shape, dim, op, errors, lazy):
                 template.append(("a", len(operands)))
                 operands.append(idx)
                 dim += 1
@@ -134,13 +133,11 @@ def _check_int(i: Any, n: int, dim: int, op: str) -> int:
     return i % n
 
 
-def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str, errors: list) -> list[Any]:
+def _index_arrays(it: Any, shape: tuple[int, ...], dim: int, op: str, errors: list, lazy: type) -> list[Any]:
     """One advanced index item as integer index operands (boolean masks become nonzero())."""
-    from lazygraph.array import Array
-
     if isinstance(it, (bool, np.bool_)):
         raise IndexError(f"{op}: boolean scalar indices are not supported; use a boolean array")
-    if isinstance(it, Array):
+    if isinstance(it, lazy):
         if it.dtype == np.bool_:
             # The result's shape depends on the mask's values: evaluate it here.
             it = it.numpy()

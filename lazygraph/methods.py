@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
+
+import numpy as np
 
 from lazygraph import api, shape
 from lazygraph.array import Array, record
@@ -120,6 +123,51 @@ def _install() -> None:
         setattr(Array, name, getattr(shape, name))
     Array.__copy__ = shape.copy
     Array.__deepcopy__ = lambda self, memo: shape.copy(self)
+    Array.__array_ufunc__ = _array_ufunc
+
+
+#: the namespace NumPy's functions and composed ufuncs route to (set once by the package)
+_namespace: ModuleType | None = None
+
+
+def _array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """NumPy's ufuncs on lazy arrays (`np.tanh(x)`, `np.add(a, b, out=c)`) record our ops."""
+    name = "matmul" if ufunc is np.matmul else api.UFUNC_NAMES.get(ufunc)
+    if name is None and method == "__call__" and not kwargs and _namespace is not None:
+        # a ufunc the namespace composes from other operators (np.hypot, np.copysign, ...)
+        impl = getattr(_namespace, ufunc.__name__, None)
+        if callable(impl) and not isinstance(impl, type):
+            return impl(*inputs)
+    if name is None or method != "__call__":
+        return NotImplemented
+    out = kwargs.pop("out", None)
+    if kwargs:
+        return NotImplemented
+    if out is not None:
+        (target,) = out
+        if not isinstance(target, Array) or name == "matmul":
+            return NotImplemented
+        # out= follows NumPy's rules (same_kind casting, broadcast to out's shape)
+        return getattr(api, name)(*inputs, out=target)
+    return getattr(api, name)(*inputs)
+
+
+def install_array_function(namespace: ModuleType) -> None:
+    """Route NumPy's functions on lazy arrays (`np.mean(x)`) to the same names in `namespace`.
+
+    The `lazygraph` package passes itself once imported, so that no module below it imports it back.
+    """
+
+    global _namespace
+    _namespace = namespace
+
+    def __array_function__(self: Array, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        impl = getattr(namespace, func.__name__, None)
+        if impl is None or not callable(impl) or isinstance(impl, type):
+            return NotImplemented
+        return impl(*args, **kwargs)
+
+    Array.__array_function__ = __array_function__
 
 
 _install()

@@ -27,7 +27,7 @@ import numpy as np
 from lazygraph import api, txn
 from lazygraph.array import Array, constant, from_node
 from lazygraph.creation import zeros
-from lazygraph.executor import evaluate
+from lazygraph.engine.evaluate import evaluate
 from lazygraph.gradmode import enable_grad, no_grad
 from lazygraph.shape import copy
 

@@ -7,7 +7,7 @@ value (`Storage.hist`: the evaluated value first, then each pending value in ord
 such a history are registered here, so an evaluation's cost grows with its pending writes,
 not with the number of arrays.
 
-When an evaluation fails, the executor calls `rollback` with the failed graph and, when the
+When an evaluation fails, the engine calls `rollback` with the failed graph and, when the
 failing operator is known, its P slots. Every registered storage whose value depends on the
 failing operator (on any part of the failed graph, when it is not known: an interrupt, a
 planning error) goes back to the newest value in its history that does not, so the writes
@@ -78,7 +78,7 @@ def _storages() -> list[Any]:
 def history_refs() -> Counter:
     """How many references histories hold to each node (by id): they are not users' references.
 
-    The executor keeps a node's value when something outside the graph refers to it; the
+    The engine keeps a node's value when something outside the graph refers to it; the
     histories must not count, or every intermediate of an in-place chain would be kept.
     """
     counts: Counter = Counter()
@@ -165,8 +165,6 @@ def rollback(nodes: list[Node], interior: list[int], failed: list[int] | None) -
 
     Returns the taint test, so the caller can tell which other pending values still hold.
     """
-    from lazygraph.array import from_node
-
     taint = _Taint(tainted_set(nodes, interior, failed), {id(nodes[s]) for s in interior})
     for s in _storages():
         if taint(s.node):
@@ -181,7 +179,7 @@ def rollback(nodes: list[Node], interior: list[int], failed: list[int] | None) -
             for i in range(len(gh) - 1, -1, -1):
                 prev = gh[i]
                 if prev is None or not taint(prev):
-                    s.grad = None if prev is None else from_node(prev)
+                    s.restore_grad(prev)
                     s.ghist = gh[:i] or None
                     break
     return taint

@@ -51,6 +51,29 @@ class Op:
     #: Cotangents may have a broadcast shape; the caller sums them back to the input's shape.
     vjp: Callable | None = None
 
+    # Facets every consumer reads from the record (ops/declare.py sets them in one call).
+    #: JIT expression: C template per loop-dtype kind ("f", "i", "u", "b"; a key may list
+    #: several) over operands {0}, {1}, ... in the loop's C type {T}; None: not fusable
+    jit_expr: dict[str, str] | None = None
+    #: relative per-element price of the expression (an add is 1): fusion weighs it against
+    #: storing a value, the superoptimizer's cost model against memory traffic
+    jit_cost: float = 8.0
+    #: how a kernel picks operand dtypes: "ufunc" (NumPy's loop for `fn`), "out" (every operand
+    #: in the result dtype), "select" (operand 0 as it is, the others in the result dtype) or
+    #: "convert" (the operand as it is, the template chosen by the result's kind)
+    jit_loop: str = "ufunc"
+    #: JIT reduction: {"combine", "identity", "finish"} (see ops/reduction.py)
+    jit_reduce: dict | None = None
+    #: z3 specification: z3 reals of the operands (and attrs as keywords) -> the output
+    z3: Callable | None = None
+    #: analytic cost for the superoptimizer: (out_shape, in_shapes, attrs) -> (flops, extra bytes)
+    cost: Callable | None = None
+    #: composite operators: decompose(F, inputs, attrs) -> the value built from primitive
+    #: operators through F (F.<op name>(*inputs, **attrs)); None for primitives
+    decompose: Callable | None = None
+    #: the superoptimizer's vocabulary terms this operator raises to (optimizer/superopt attaches)
+    superopt: tuple = ()
+
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 
@@ -64,7 +87,7 @@ def register(op: Op) -> Op:
 
 
 def defvjp(*names: str) -> Callable:
-    """Attach a gradient rule to the named operators (the decorator returns the rule)."""
+    """Attach a gradient rule to the named operators' records (the decorator returns the rule)."""
 
     def attach(fn: Callable) -> Callable:
         for name in names:
@@ -72,6 +95,14 @@ def defvjp(*names: str) -> Callable:
         return fn
 
     return attach
+
+
+def unregister(name: str) -> Op:
+    """Remove an operator from the registry (a test's declaration cleans up after itself)."""
+    try:
+        return REGISTRY.pop(name)
+    except KeyError:
+        raise KeyError(f"operator {name!r} is not registered") from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -127,8 +158,13 @@ def type_error(op: str, msg: str, nodes: Sequence[Node] = ()) -> TypeError:
 
 
 def is_weak_scalar(node: Node) -> bool:
-    """A Python scalar operand: its dtype yields to the other operands (NumPy 2, NEP 50)."""
-    return node.op.name == "scalar"
+    """A Python scalar operand: its dtype yields to the other operands (NumPy 2, NEP 50).
+
+    Nodes that mark their leaves themselves (the optimizer's Q nodes: no operator, a `scalar`
+    flag, a stand-in `buffer` of the scalar's Python type) are read through the same test.
+    """
+    op = node.op
+    return op.name == "scalar" if op is not None else bool(getattr(node, "scalar", False))
 
 
 def broadcast_shapes(op: str, nodes: Sequence[Node]) -> Shape:

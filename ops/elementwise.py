@@ -12,33 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ops.base import Op, broadcast_shapes, defvjp, dtype_by_example, register, type_error
+from ops.base import defvjp, type_error
+from ops.declare import Elementwise, declare, declare_elementwise
 from ops.node import Node
-
-
-class Elementwise(Op):
-    """A pointwise function of `arity` broadcast operands."""
-
-    kind = "elementwise"
-
-    def __init__(self, name: str, fn: Callable, arity: int, dtype_fn: Callable | None = None):
-        super().__init__(name)
-        self.fn = fn
-        self.arity = arity
-        self.dtype_fn = dtype_fn or fn
-
-    def infer(self, inputs: tuple[Node, ...], attrs: dict):
-        """Broadcast shapes; NumPy's result dtype."""
-        if len(inputs) != self.arity:
-            raise TypeError(f"{self.name}: expected {self.arity} operands, got {len(inputs)}")
-        # NumPy resolves the loop (dtypes) before it broadcasts: a TypeError wins.
-        dtype = dtype_by_example(self.name, self.dtype_fn, inputs, **attrs)
-        shape = broadcast_shapes(self.name, inputs)
-        return shape, dtype, attrs
-
-    def kernel(self, *args: Any, **attrs: Any) -> Any:
-        """Apply the NumPy function."""
-        return self.fn(*args, **attrs)
 
 
 def _float_dtype(x: np.ndarray) -> np.dtype:
@@ -86,158 +62,147 @@ class Cast(Elementwise):
         return inputs[0].shape, dtype, {"dtype": dtype}
 
 
-BINARY = {
-    "add": np.add,
-    "subtract": np.subtract,
-    "multiply": np.multiply,
-    "divide": np.true_divide,
-    "floor_divide": np.floor_divide,
-    "remainder": np.remainder,
-    "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "atan2": np.arctan2,
-    "equal": np.equal,
-    "not_equal": np.not_equal,
-    "less": np.less,
-    "less_equal": np.less_equal,
-    "greater": np.greater,
-    "greater_equal": np.greater_equal,
-    "logical_and": np.logical_and,
-    "logical_or": np.logical_or,
-    "logical_xor": np.logical_xor,
-    "bitwise_and": np.bitwise_and,
-    "bitwise_or": np.bitwise_or,
-    "bitwise_xor": np.bitwise_xor,
-    "bitwise_left_shift": np.left_shift,
-    "bitwise_right_shift": np.right_shift,
-}
-
-UNARY = {
-    "negative": np.negative,
-    "positive": np.positive,
-    "abs": np.absolute,
-    "exp": np.exp,
-    "expm1": np.expm1,
-    "log": np.log,
-    "log1p": np.log1p,
-    "log2": np.log2,
-    "log10": np.log10,
-    "sqrt": np.sqrt,
-    "square": np.square,
-    "reciprocal": np.reciprocal,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tan": np.tan,
-    "asin": np.arcsin,
-    "acos": np.arccos,
-    "atan": np.arctan,
-    "sinh": np.sinh,
-    "cosh": np.cosh,
-    "tanh": np.tanh,
-    "sign": np.sign,
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "trunc": np.trunc,
-    "isnan": np.isnan,
-    "isfinite": np.isfinite,
-    "isinf": np.isinf,
-    "logical_not": np.logical_not,
-    "bitwise_invert": np.invert,
-}
-
-# JIT descriptions (jit/ renders them into fused C and CUDA kernels): per operator, the C
-# expression for each loop-dtype kind ("f" float, "i" signed, "u" unsigned, "b" bool; a key may
-# list several) and a relative cost (an add is 1) that fusion weighs against storing a value.
-# Operands {0}..{2} are plain variables already in the loop dtype (C type {T}, {bits} wide), so a
+# Declarations. Per operator: the NumPy reference (which also gives NumPy's dtype rule), the C
+# expression per loop-dtype kind ("f" float, "i" signed, "u" unsigned, "b" bool; a key may list
+# several) with its relative cost (an add is 1; fusion weighs it against storing a value), and
+# the z3 specification over reals (Z is the z3 module: ops/ does not import it). Operands {0}..{2}
+# of a template are plain variables already in the loop dtype (C type {T}, {bits} wide), so a
 # template may name them twice. A kind with no template (int power: NumPy raises on negative
-# exponents) stays with the NumPy kernel. Loop dtypes are NumPy's own (ufunc.resolve_dtypes);
-# where/clip/astype/sigmoid/erf/round compute in the output dtype.
+# exponents) stays with the NumPy kernel. Loop dtypes are NumPy's own (ufunc.resolve_dtypes)
+# unless `jit_loop` says otherwise.
 # NumPy's maximum propagates NaN, and of two equal values (+0 and -0) returns the second
 _NAN_MAX = "(({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1})"
 _NAN_MIN = "(({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1})"
 _SIGN = "(({0}) > 0 ? ({T})1 : (({0}) < 0 ? ({T})-1 : ({0})))"  # sign(nan) is nan, sign(0) is 0
 _F = "f"
-JIT_EXPR: dict[str, tuple[dict[str, str], float]] = {
-    "add": ({"fiub": "{0} + {1}"}, 1),
-    "subtract": ({"fiu": "{0} - {1}"}, 1),
-    "multiply": ({"fiub": "{0} * {1}"}, 1),
-    "divide": ({_F: "{0} / {1}"}, 4),
-    "floor_divide": ({"fiu": "lg_floordiv_{t}({0}, {1})"}, 8),
-    "remainder": ({"fiu": "lg_remainder_{t}({0}, {1})"}, 8),
-    "pow": ({_F: "pow({0}, {1})"}, 16),
-    "maximum": ({"fiub": _NAN_MAX}, 1),
-    "minimum": ({"fiub": _NAN_MIN}, 1),
-    "atan2": ({_F: "atan2({0}, {1})"}, 12),
-    "equal": ({"fiub": "{0} == {1}"}, 1),
-    "not_equal": ({"fiub": "{0} != {1}"}, 1),
-    "less": ({"fiub": "{0} < {1}"}, 1),
-    "less_equal": ({"fiub": "{0} <= {1}"}, 1),
-    "greater": ({"fiub": "{0} > {1}"}, 1),
-    "greater_equal": ({"fiub": "{0} >= {1}"}, 1),
-    "logical_and": ({"fiub": "({0} != 0) & ({1} != 0)"}, 1),
-    "logical_or": ({"fiub": "({0} != 0) | ({1} != 0)"}, 1),
-    "logical_xor": ({"fiub": "({0} != 0) != ({1} != 0)"}, 1),
-    "bitwise_and": ({"iub": "{0} & {1}"}, 1),
-    "bitwise_or": ({"iub": "{0} | {1}"}, 1),
-    "bitwise_xor": ({"iub": "{0} ^ {1}"}, 1),
-    "bitwise_left_shift": ({"iu": "lg_shl_{t}({0}, {1})"}, 2),
-    "bitwise_right_shift": ({"iu": "lg_shr_{t}({0}, {1})"}, 2),
-    "negative": ({"fiu": "-{0}"}, 1),
-    "positive": ({"fiu": "{0}"}, 0),
-    "abs": ({_F: "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "ub": "{0}"}, 1),
-    "exp": ({_F: "exp({0})"}, 8),
-    "expm1": ({_F: "expm1({0})"}, 10),
-    "log": ({_F: "log({0})"}, 8),
-    "log1p": ({_F: "log1p({0})"}, 10),
-    "log2": ({_F: "log2({0})"}, 8),
-    "log10": ({_F: "log10({0})"}, 8),
-    "sqrt": ({_F: "sqrt({0})"}, 4),
-    "square": ({"fiu": "{0} * {0}", "b": "{0}"}, 1),
-    "reciprocal": ({_F: "({T})1 / {0}"}, 4),
-    "sin": ({_F: "sin({0})"}, 10),
-    "cos": ({_F: "cos({0})"}, 10),
-    "tan": ({_F: "tan({0})"}, 12),
-    "asin": ({_F: "asin({0})"}, 12),
-    "acos": ({_F: "acos({0})"}, 12),
-    "atan": ({_F: "atan({0})"}, 12),
-    "sinh": ({_F: "sinh({0})"}, 12),
-    "cosh": ({_F: "cosh({0})"}, 12),
-    "tanh": ({_F: "tanh({0})"}, 10),
-    "sign": ({"fi": _SIGN, "u": "({0} > 0)"}, 1),
-    "floor": ({_F: "floor({0})", "iub": "{0}"}, 1),
-    "ceil": ({_F: "ceil({0})", "iub": "{0}"}, 1),
-    "trunc": ({_F: "trunc({0})", "iub": "{0}"}, 1),
-    "isnan": ({_F: "({0} != {0})", "iub": "0"}, 1),
-    "isfinite": ({_F: "({0} - {0} == 0)", "iub": "1"}, 1),
-    "isinf": ({_F: "(fabs({0}) == ({T})INFINITY)", "iub": "0"}, 1),
-    "logical_not": ({"fiub": "!{0}"}, 1),
-    "bitwise_invert": ({"iu": "~{0}", "b": "!{0}"}, 1),
-    "sigmoid": ({_F: "lg_sigmoid({0})"}, 12),
-    "erf": ({_F: "erf({0})"}, 12),
-    "round": ({_F: "lg_round({0}, {decimals})"}, 4),
-    "where": ({"fiub": "{0} ? {1} : {2}"}, 1),
-    "clip": ({"fiub": "lg_clip({0}, {1}, {2})"}, 2),
-    "astype": ({"fiub": "({T}){0}"}, 1),
-}
 
 
-def _jit(op: Elementwise) -> None:
-    """Attach the operator's JIT description (templates per dtype kind, cost)."""
-    op.jit_expr, op.jit_cost = JIT_EXPR[op.name]
+def _fn(name: str) -> Callable:
+    """The z3 specification of a function real arithmetic cannot spell: an uninterpreted one."""
+    return lambda Z, *xs: Z.Function(name, *([Z.RealSort()] * (len(xs) + 1)))(*xs)
 
 
-for _name, _fn in BINARY.items():
-    _jit(register(Elementwise(_name, _fn, 2)))
-for _name, _fn in UNARY.items():
-    _jit(register(Elementwise(_name, _fn, 1)))
+def _max(Z: Any, a: Any, b: Any) -> Any:
+    return Z.If(a >= b, a, b)
 
-_jit(register(Elementwise("sigmoid", _sigmoid, 1, dtype_fn=np.exp)))
-_jit(register(Elementwise("erf", _erf, 1, dtype_fn=_erf)))
-_jit(register(Elementwise("round", np.round, 1)))
-_jit(register(Elementwise("where", np.where, 3)))
-_jit(register(Elementwise("clip", np.clip, 3)))  # both bounds: NumPy promotes the three operands together
-_jit(register(Cast()))
+
+def _min(Z: Any, a: Any, b: Any) -> Any:
+    return Z.If(a <= b, a, b)
+
+
+_BINARY_DECLS: tuple[tuple, ...] = (
+    # name, reference, JIT templates, JIT cost, z3 specification
+    ("add", np.add, {"fiub": "{0} + {1}"}, 1, lambda Z, a, b: a + b),
+    ("subtract", np.subtract, {"fiu": "{0} - {1}"}, 1, lambda Z, a, b: a - b),
+    ("multiply", np.multiply, {"fiub": "{0} * {1}"}, 1, lambda Z, a, b: a * b),
+    ("divide", np.true_divide, {_F: "{0} / {1}"}, 4, lambda Z, a, b: a / b),
+    ("floor_divide", np.floor_divide, {"fiu": "lg_floordiv_{t}({0}, {1})"}, 8, None),
+    ("remainder", np.remainder, {"fiu": "lg_remainder_{t}({0}, {1})"}, 8, None),
+    # NumPy's power takes a square root for an exponent of 0.5 (sqrt(-0) is -0, sqrt(-inf) nan,
+    # where pow gives +0 and +inf); 2 and -1 it squares and inverts, which pow rounds alike
+    ("pow", np.power, {_F: "(({1}) == 0.5 ? sqrt({0}) : pow({0}, {1}))"}, 16, _fn("pow")),
+    ("maximum", np.maximum, {"fiub": _NAN_MAX}, 1, _max),
+    ("minimum", np.minimum, {"fiub": _NAN_MIN}, 1, _min),
+    ("atan2", np.arctan2, {_F: "atan2({0}, {1})"}, 12, _fn("atan2")),
+    ("equal", np.equal, {"fiub": "{0} == {1}"}, 1, None),
+    ("not_equal", np.not_equal, {"fiub": "{0} != {1}"}, 1, None),
+    ("less", np.less, {"fiub": "{0} < {1}"}, 1, None),
+    ("less_equal", np.less_equal, {"fiub": "{0} <= {1}"}, 1, None),
+    ("greater", np.greater, {"fiub": "{0} > {1}"}, 1, None),
+    ("greater_equal", np.greater_equal, {"fiub": "{0} >= {1}"}, 1, None),
+    ("logical_and", np.logical_and, {"fiub": "({0} != 0) & ({1} != 0)"}, 1, None),
+    ("logical_or", np.logical_or, {"fiub": "({0} != 0) | ({1} != 0)"}, 1, None),
+    ("logical_xor", np.logical_xor, {"fiub": "({0} != 0) != ({1} != 0)"}, 1, None),
+    ("bitwise_and", np.bitwise_and, {"iub": "{0} & {1}"}, 1, None),
+    ("bitwise_or", np.bitwise_or, {"iub": "{0} | {1}"}, 1, None),
+    ("bitwise_xor", np.bitwise_xor, {"iub": "{0} ^ {1}"}, 1, None),
+    ("bitwise_left_shift", np.left_shift, {"iu": "lg_shl_{t}({0}, {1})"}, 2, None),
+    ("bitwise_right_shift", np.right_shift, {"iu": "lg_shr_{t}({0}, {1})"}, 2, None),
+)
+
+_UNARY_DECLS: tuple[tuple, ...] = (
+    ("negative", np.negative, {"fiu": "-{0}"}, 1, lambda Z, x: -x),
+    ("positive", np.positive, {"fiu": "{0}"}, 0, lambda Z, x: x),
+    (
+        "abs",
+        np.absolute,
+        {_F: "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "ub": "{0}"},
+        1,
+        lambda Z, x: Z.If(x >= 0, x, -x),
+    ),
+    ("exp", np.exp, {_F: "exp({0})"}, 8, _fn("exp")),
+    ("expm1", np.expm1, {_F: "expm1({0})"}, 10, lambda Z, x: _fn("exp")(Z, x) - 1),
+    ("log", np.log, {_F: "log({0})"}, 8, _fn("log")),
+    ("log1p", np.log1p, {_F: "log1p({0})"}, 10, lambda Z, x: _fn("log")(Z, x + 1)),
+    ("log2", np.log2, {_F: "log2({0})"}, 8, _fn("log2")),
+    ("log10", np.log10, {_F: "log10({0})"}, 8, _fn("log10")),
+    ("sqrt", np.sqrt, {_F: "sqrt({0})"}, 4, _fn("sqrt")),
+    ("square", np.square, {"fiu": "{0} * {0}", "b": "{0}"}, 1, lambda Z, x: x * x),
+    ("reciprocal", np.reciprocal, {_F: "({T})1 / {0}"}, 4, lambda Z, x: 1 / x),
+    ("sin", np.sin, {_F: "sin({0})"}, 10, _fn("sin")),
+    ("cos", np.cos, {_F: "cos({0})"}, 10, _fn("cos")),
+    ("tan", np.tan, {_F: "tan({0})"}, 12, _fn("tan")),
+    ("asin", np.arcsin, {_F: "asin({0})"}, 12, _fn("asin")),
+    ("acos", np.arccos, {_F: "acos({0})"}, 12, _fn("acos")),
+    ("atan", np.arctan, {_F: "atan({0})"}, 12, _fn("atan")),
+    ("sinh", np.sinh, {_F: "sinh({0})"}, 12, _fn("sinh")),
+    ("cosh", np.cosh, {_F: "cosh({0})"}, 12, _fn("cosh")),
+    ("tanh", np.tanh, {_F: "tanh({0})"}, 10, _fn("tanh")),
+    ("sign", np.sign, {"fi": _SIGN, "u": "({0} > 0)"}, 1, lambda Z, x: Z.If(x > 0, 1, Z.If(x < 0, -1, 0))),
+    ("floor", np.floor, {_F: "floor({0})", "iub": "{0}"}, 1, _fn("floor")),
+    ("ceil", np.ceil, {_F: "ceil({0})", "iub": "{0}"}, 1, _fn("ceil")),
+    ("trunc", np.trunc, {_F: "trunc({0})", "iub": "{0}"}, 1, _fn("trunc")),
+    ("isnan", np.isnan, {_F: "({0} != {0})", "iub": "0"}, 1, None),
+    ("isfinite", np.isfinite, {_F: "({0} - {0} == 0)", "iub": "1"}, 1, None),
+    ("isinf", np.isinf, {_F: "(fabs({0}) == ({T})INFINITY)", "iub": "0"}, 1, None),
+    ("logical_not", np.logical_not, {"fiub": "!{0}"}, 1, None),
+    ("bitwise_invert", np.invert, {"iu": "~{0}", "b": "!{0}"}, 1, None),
+)
+
+for _name, _fn_, _tpl, _cost, _z3 in _BINARY_DECLS:
+    declare_elementwise(_name, _fn_, 2, jit=_tpl, jit_cost=_cost, z3=_z3)
+for _name, _fn_, _tpl, _cost, _z3 in _UNARY_DECLS:
+    declare_elementwise(_name, _fn_, 1, jit=_tpl, jit_cost=_cost, z3=_z3)
+
+#: name -> NumPy ufunc of the plain ufunc operators (the front end's namespace is built from them)
+BINARY: dict[str, Callable] = {d[0]: d[1] for d in _BINARY_DECLS}
+UNARY: dict[str, Callable] = {d[0]: d[1] for d in _UNARY_DECLS}
+
+# sigmoid, erf, round, clip compute in the output dtype; where's condition keeps its own.
+declare_elementwise(
+    "sigmoid",
+    _sigmoid,
+    1,
+    dtype_fn=np.exp,
+    jit={_F: "lg_sigmoid({0})"},
+    jit_cost=12,
+    jit_loop="out",
+    z3=lambda Z, x: 1 / (1 + _fn("exp")(Z, -x)),
+)
+declare_elementwise(
+    "erf", _erf, 1, dtype_fn=_erf, jit={_F: "erf({0})"}, jit_cost=12, jit_loop="out", z3=_fn("erf")
+)
+declare_elementwise("round", np.round, 1, jit={_F: "lg_round({0}, {decimals})"}, jit_cost=4, jit_loop="out")
+declare_elementwise(
+    "where",
+    np.where,
+    3,
+    jit={"fiub": "{0} ? {1} : {2}"},
+    jit_cost=1,
+    jit_loop="select",
+    z3=lambda Z, c, x, y: Z.If(c != 0, x, y),
+)
+# both bounds: NumPy promotes the three operands together
+declare_elementwise(
+    "clip",
+    np.clip,
+    3,
+    jit={"fiub": "lg_clip({0}, {1}, {2})"},
+    jit_cost=2,
+    jit_loop="out",
+    z3=lambda Z, x, lo, hi: _min(Z, _max(Z, x, lo), hi),
+)
+declare(Cast(), jit_expr={"fiub": "({T}){0}"}, jit_cost=1, jit_loop="convert")
 
 
 # ---------------------------------------------------------------------------------------

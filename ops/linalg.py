@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 import numpy as np
 
 from ops.base import Op, defvjp, dtype_by_example, fmt_shape, register, shape_error
+from ops.declare import declare
 from ops.node import Node
 
 
@@ -18,6 +20,8 @@ class MatMul(Op):
     """`a @ b` with NumPy's 1-D promotion and broadcast batch dimensions."""
 
     kind = "contraction"
+    #: the NumPy ufunc the kernel applies: the engine may call it with `out=` (a planned buffer)
+    fn = np.matmul
 
     def __init__(self) -> None:
         super().__init__("matmul")
@@ -142,7 +146,13 @@ class Einsum(Op):
         return np.einsum(subscripts, *xs, optimize=len(xs) > 1 and not broadcast)
 
 
-register(MatMul())
+def _matmul_cost(out: tuple, ins: list[tuple], attrs: dict) -> tuple[float, float]:
+    """2 flops per output element per contracted element; no traffic beyond operands and result."""
+    k = ins[0][-1] if ins[0] else 1
+    return 2.0 * float(prod(out)) * k, 0.0
+
+
+declare(MatMul(), cost=_matmul_cost)
 register(Einsum())
 
 

@@ -1,13 +1,15 @@
 """Neural-network operators: softmax family, one_hot, conv2d and 2-D pooling.
 
-They are primitives rather than compositions of elementwise and reduction ops because
-their numerically stable or windowed forms are awkward to record piecewise, and later
-layers (gradients, costs, JIT) want to see them whole. Kernels are vectorized NumPy:
+The softmax family are recorded whole (their gradients and NumPy kernels want them whole)
+and declared with a decomposition into max, sum, exp, log and pointwise steps, which is what
+the JIT lowers. Convolution and pooling are primitives: their windowed forms would
+materialize every window if recorded piecewise. Kernels are vectorized NumPy:
 windows come from `sliding_window_view` over a padded copy, never from pixel loops.
 """
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -22,10 +24,10 @@ from ops.base import (
     normalize_axes,
     normalize_axis,
     reduced_shape,
-    register,
     shape_error,
     type_error,
 )
+from ops.declare import declare
 from ops.node import Node
 from ops.window import conv2d_forward, max_fill, pad_spatial, tiled, tiles, window_max
 
@@ -112,6 +114,41 @@ def _work(x: np.ndarray) -> tuple[np.ndarray, np.dtype]:
     # float16 sums of exponentials lose digits fast; compute wider and round once at the end.
     work = np.float32 if out == np.float16 else out
     return np.asarray(x).astype(work, copy=False), out
+
+
+def _softmax_parts(F: Any, xs: list, attrs: dict, log: bool) -> Any:
+    """softmax / log_softmax from primitives, in the kernel's steps (see Softmax)."""
+    (x,) = xs
+    out = _exp_dtype("log_softmax" if log else "softmax", tuple(xs))
+    work = np.dtype(np.float32) if out == np.float16 else out
+    xf = x if x.dtype == work else F.astype(x, dtype=work)
+    a = attrs["axis"]
+    m = F.max(xf, axis=a, keepdims=True)
+    shifted = F.subtract(xf, F.where(F.equal(m, -np.inf), 0, m))
+    if log:
+        r = F.subtract(shifted, F.log(F.sum(F.exp(shifted), axis=a, keepdims=True)))
+    else:
+        e = F.exp(shifted)
+        r = F.divide(e, F.sum(e, axis=a, keepdims=True))
+    return r if r.dtype == out else F.astype(r, dtype=out)
+
+
+def _logsumexp_parts(F: Any, xs: list, attrs: dict) -> Any:
+    """logsumexp from primitives, in the kernel's steps (see LogSumExp)."""
+    (x,) = xs
+    out = _exp_dtype("logsumexp", tuple(xs))
+    work = np.dtype(np.float32) if out == np.float16 else out
+    xf = x if x.dtype == work else F.astype(x, dtype=work)
+    axes, keep = attrs["axis"], attrs["keepdims"]
+
+    def shift(keepdims: bool) -> Any:
+        m = F.max(xf, axis=axes, keepdims=keepdims)
+        return F.where(F.isfinite(m), m, 0)
+
+    s = F.sum(F.exp(F.subtract(xf, shift(True))), axis=axes, keepdims=keep)
+    # the shift once more in the result's shape (kept or dropped axes), as the kernel squeezes
+    r = F.add(F.log(s), shift(True) if keep else shift(False))
+    return r if r.dtype == out else F.astype(r, dtype=out)
 
 
 class Softmax(Op):
@@ -397,16 +434,28 @@ class Pool2d(Op):
         return np.ascontiguousarray(total / count, dtype=out)
 
 
-for _op in (
-    Softmax("softmax", log=False),
-    Softmax("log_softmax", log=True),
-    LogSumExp(),
-    OneHot(),
-    Conv2d(),
-    Pool2d("max_pool2d", "max"),
-    Pool2d("avg_pool2d", "avg"),
-):
-    register(_op)
+# The softmax family are composites: their kernels are NumPy's, the JIT lowers their
+# decompositions into the same steps.
+declare(Softmax("softmax", log=False), decompose=lambda F, xs, a: _softmax_parts(F, xs, a, False))
+declare(Softmax("log_softmax", log=True), decompose=lambda F, xs, a: _softmax_parts(F, xs, a, True))
+declare(LogSumExp(), decompose=_logsumexp_parts)
+
+
+def _conv2d_cost(out: tuple, ins: list[tuple], attrs: dict) -> tuple[float, float]:
+    """2 flops per output element per weight element it reads; the im2col buffer's traffic."""
+    w = ins[1]
+    return 2.0 * float(prod(out)) * w[1] * w[2] * w[3], w[1] * w[2] * w[3] / max(out[1], 1)
+
+
+def _pool_cost(out: tuple, ins: list[tuple], attrs: dict) -> tuple[float, float]:
+    """Each output element reads its window."""
+    return 0.0, float(prod(attrs.get("kernel_size", (1, 1))))
+
+
+declare(OneHot())
+declare(Conv2d(), cost=_conv2d_cost)
+declare(Pool2d("max_pool2d", "max"), cost=_pool_cost)
+declare(Pool2d("avg_pool2d", "avg"), cost=_pool_cost)
 
 
 # ---------------------------------------------------------------------------------------

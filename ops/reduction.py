@@ -14,9 +14,9 @@ from ops.base import (
     normalize_axes,
     normalize_axis,
     reduced_shape,
-    register,
     shape_error,
 )
+from ops.declare import declare
 from ops.node import Node
 
 
@@ -126,52 +126,75 @@ class Scan(Op):
         return self.fn(x, **attrs)
 
 
-# JIT descriptions (jit/ fuses reductions into kernels): how each accumulates. `combine` is
-# add, mul, max, min, or, and; `identity` starts the accumulator ("lowest"/"highest": the
-# dtype's extremes, -inf/+inf for floats); `finish` turns the accumulator into the result, with
-# {acc}, {T} (the result's C type), {count} (elements reduced) and {divisor} (max(count - ddof,
-# 0)). A `centered` reduction (var, std) accumulates squared deviations from the mean, so a
-# kernel computes the mean first, one more pass over the reduced axes.
-JIT_REDUCE: dict[str, dict] = {
-    "sum": {"combine": "add", "identity": "0", "finish": "{acc}"},
-    "prod": {"combine": "mul", "identity": "1", "finish": "{acc}"},
-    # NumPy divides a sum by its count in float64 and rounds the quotient to the result dtype
-    "mean": {"combine": "add", "identity": "0", "finish": "({T})((double){acc} / (double){count})"},
-    "var": {
-        "combine": "add",
-        "identity": "0",
-        "finish": "({T})((double){acc} / {divisor})",
-        "centered": True,
-    },
-    "std": {
-        "combine": "add",
-        "identity": "0",
-        "finish": "sqrt(({T})((double){acc} / {divisor}))",
-        "centered": True,
-    },
-    "max": {"combine": "max", "identity": "lowest", "finish": "{acc}"},
-    "min": {"combine": "min", "identity": "highest", "finish": "{acc}"},
-    "any": {"combine": "or", "identity": "0", "finish": "{acc}"},
-    "all": {"combine": "and", "identity": "1", "finish": "{acc}"},
-}
+def _mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, ddof: Any = 0) -> Any:
+    """np.mean; with `ddof` (inside var's decomposition) the sum over max(count - ddof, 0), as np.var
+    divides: the sum in the accumulation dtype, the quotient in float64 rounded to it."""
+    if not ddof:
+        return np.mean(x, axis=axis, keepdims=keepdims, dtype=dtype)
+    x = np.asarray(x)
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = np.float64
+    axes = tuple(range(x.ndim)) if axis is None else axis
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    total = np.sum(x, axis=axis, keepdims=keepdims, dtype=dtype)
+    divisor = np.maximum(np.intp(count) - ddof, 0)
+    if isinstance(total, np.ndarray):
+        return np.true_divide(total, divisor, out=total, casting="unsafe")
+    return total.dtype.type(total / divisor)
 
+
+def _var_parts(F: Any, xs: list, attrs: dict, root: bool) -> Any:
+    """var (std: its sqrt) from primitives, in np.var's steps: the mean (kept dims), the squared
+    deviations, their sum over max(count - ddof, 0)."""
+    (x,) = xs
+    if x.dtype.kind == "c":
+        raise TypeError(f"{'std' if root else 'var'}: complex input has no decomposition (|x - mean|^2)")
+    axis, dtype = attrs["axis"], attrs.get("dtype")
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = np.dtype(np.float64)  # np.var computes integer variance in float64
+    m = F.mean(x, axis=axis, keepdims=True, dtype=dtype)
+    d = F.subtract(x, m)
+    v = F.mean(
+        F.multiply(d, d), axis=axis, keepdims=attrs["keepdims"], dtype=dtype, ddof=attrs.get("ddof") or 0
+    )
+    return F.sqrt(v) if root else v
+
+
+# JIT reductions (jit/ fuses them into kernels): how each accumulates. `combine` is add, mul,
+# max, min, or, and; `identity` starts the accumulator ("lowest"/"highest": the dtype's
+# extremes, -inf/+inf for floats); `finish` turns the accumulator into the result, with {acc},
+# {T} (the result's C type), {count} (elements reduced) and {divisor} (max(count - ddof, 0)).
+# NumPy divides a sum by its count in float64 and rounds the quotient to the result dtype.
+# var and std are composites: the JIT lowers their decomposition (two means).
+_SUM = {"combine": "add", "identity": "0", "finish": "{acc}"}
+for _op, _reduce in (
+    (Reduction("sum", np.sum, extra=("dtype",)), _SUM),
+    (Reduction("prod", np.prod, extra=("dtype",)), {"combine": "mul", "identity": "1", "finish": "{acc}"}),
+    (
+        Reduction("mean", _mean, extra=("dtype", "ddof")),
+        {"combine": "add", "identity": "0", "finish": "({T})((double){acc} / {divisor})"},
+    ),
+    (Reduction("max", np.max, identity=False), {"combine": "max", "identity": "lowest", "finish": "{acc}"}),
+    (Reduction("min", np.min, identity=False), {"combine": "min", "identity": "highest", "finish": "{acc}"}),
+    (Reduction("any", np.any), {"combine": "or", "identity": "0", "finish": "{acc}"}),
+    (Reduction("all", np.all), {"combine": "and", "identity": "1", "finish": "{acc}"}),
+):
+    declare(_op, jit_reduce=_reduce)
+declare(
+    Reduction("var", np.var, extra=("ddof", "dtype")), decompose=lambda F, xs, a: _var_parts(F, xs, a, False)
+)
+declare(
+    Reduction("std", np.std, extra=("ddof", "dtype")), decompose=lambda F, xs, a: _var_parts(F, xs, a, True)
+)
 for _op in (
-    Reduction("sum", np.sum, extra=("dtype",)),
-    Reduction("prod", np.prod, extra=("dtype",)),
-    Reduction("mean", np.mean, extra=("dtype",)),
-    Reduction("var", np.var, extra=("ddof", "dtype")),
-    Reduction("std", np.std, extra=("ddof", "dtype")),
-    Reduction("max", np.max, identity=False),
-    Reduction("min", np.min, identity=False),
-    Reduction("any", np.any),
-    Reduction("all", np.all),
     ArgReduction("argmax", np.argmax),
     ArgReduction("argmin", np.argmin),
     Scan("cumsum", np.cumsum),
     Scan("cumprod", np.cumprod),
 ):
-    register(_op)
-    _op.jit_reduce = JIT_REDUCE.get(_op.name)
+    declare(_op)
 
 
 # ---------------------------------------------------------------------------------------
@@ -201,7 +224,8 @@ def _sum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
 @defvjp("mean")
 def _mean_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     x = xs[0]
-    return (F.broadcast_to(_expand(F, g, x, attrs) / max(_count(x, attrs), 1), x.shape),)
+    divisor = max(_count(x, attrs) - (attrs.get("ddof") or 0), 1)
+    return (F.broadcast_to(_expand(F, g, x, attrs) / divisor, x.shape),)
 
 
 def _centered(F: Any, g: Any, x: Any, attrs: dict) -> tuple:

@@ -38,7 +38,7 @@ import numpy as np
 
 from cache.graph import Graph, QNode
 from cache.key import Uncacheable, canon
-from cache.recipe import Expr, Recipe, register_constructor
+from cache.recipe import Expr, Recipe
 from ops.base import REGISTRY, Op, register
 from ops.node import postorder
 from optimizer.registry import register_pass
@@ -62,7 +62,7 @@ class MemoOp(Op):
         raise TypeError("memo: made by the fold pass only")
 
     def kernel(self, *args: Any, **attrs: Any) -> Any:
-        """Memo steps run through their constructor (`_build_memo`)."""
+        """Memo steps run through their constructor (`build_memo`)."""
         raise TypeError("memo: made by the fold pass only")
 
 
@@ -169,7 +169,7 @@ def _owners(inputs: tuple) -> list:
     return [_memory_root(v) for v in inputs if isinstance(v, np.ndarray)]
 
 
-def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
+def build_memo(recipe: Recipe, artifacts: dict) -> Callable:
     """The memo step: run the subgraph's kernels, reuse the last value while its key holds."""
     program = []
     for name, refs, attr_names in recipe.data:
@@ -230,5 +230,3 @@ def _build_memo(recipe: Recipe, artifacts: dict) -> Callable:
 
     return run
 
-
-register_constructor("memo", _build_memo)

@@ -1,11 +1,12 @@
 """Library substitution: a GEMM or convolution and its elementwise epilogue as one step.
 
 `matmul -> add(bias) -> maximum(., 0)` and `conv2d(bias) -> maximum(., 0)` become one
-`library` step: NumPy's BLAS-backed matmul (or the im2col + GEMM conv2d kernel) writes a
-fresh buffer, and the bias add and ReLU run in place on it, so no intermediate arrays are
-allocated and the values are bit-for-bit the reference's (the same operations in the same
-order). Transposed operands reach matmul as strided views, which NumPy hands to BLAS as a
-transpose flag: the layout, not a copy.
+`library` step: the CPU backend's GEMM (NumPy's BLAS-backed matmul) or exact conv2d (the
+reference's im2col + GEMM) writes a fresh buffer, and the backend's epilogue adds the bias and
+applies the ReLU in place on it, so no intermediate arrays are allocated and the values are
+bit-for-bit the reference's (the same operations in the same order). Transposed operands
+reach matmul as strided views, which NumPy hands to BLAS as a transpose flag: the layout, not
+a copy.
 
 Matched only where each fused intermediate has no other reader (autograd keeps some alive
 for the backward pass). That the bias broadcasts without growing the product, and that the
@@ -22,7 +23,8 @@ import numpy as np
 import ops.conv  # noqa: F401  (registers the shared-columns operators)
 from cache.graph import Graph, QNode
 from cache.key import canon
-from cache.recipe import Expr, Recipe, register_constructor
+from cache.recipe import Expr, Recipe
+from jit import backend
 from ops.base import REGISTRY, Op, register
 from optimizer.registry import register_pass
 
@@ -42,7 +44,7 @@ class LibraryOp(Op):
         raise TypeError("library: made by the library pass only")
 
     def kernel(self, *args: Any, **attrs: Any) -> Any:
-        """Library steps run through their constructor (`_build_library`)."""
+        """Library steps run through their constructor (`build_library`)."""
         raise TypeError("library: made by the library pass only")
 
 
@@ -177,32 +179,29 @@ def library(g: Graph) -> bool:
     return bool(mapping) or shared > 0
 
 
-def _build_library(recipe: Recipe, artifacts: dict) -> Callable:
-    """Producer kernel into a fresh buffer (a GEMM: or the given `out=`), then the epilogue in place."""
+def build_library(recipe: Recipe, artifacts: dict) -> Callable:
+    """The producer as a CPU backend library call (GEMM: into `out=` if given), then its epilogue in place."""
     d = recipe.data
-    kernel = REGISTRY[str(d["producer"])].kernel
+    producer = str(d["producer"])
+    cpu = backend.get("cpu")
+    call = cpu.library(producer)
+    if call is None:
+        raise KeyError(f"library: no library call for {producer!r}")
     n_in, bias, relu = int(d["n_in"]), bool(d["bias"]), bool(d["relu"])
 
     def run(*inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
-        if out is not None:
-            # a planned buffer (the executor's layout; never shares memory with an input): the
-            # GEMM writes into it and the epilogue runs there in place; only matmul takes one
-            if d["producer"] != "matmul":
-                raise TypeError(f"library: {d['producer']} steps allocate their output")
-            v = np.matmul(*inputs[:n_in], out=out)
+        if producer == "matmul":
+            # out: a planned buffer (the executor's layout; never shares memory with an input):
+            # the GEMM writes into it and the epilogue runs there in place
+            v = cpu.gemm(*inputs[:n_in], out=out)
+        elif out is not None:
+            raise TypeError(f"library: {producer} steps allocate their output")
         else:
-            v = np.asarray(kernel(*inputs[:n_in], **attrs))
+            v = call(*inputs[:n_in], exact=True, **attrs)  # exact: the reference kernel's bits
         if not v.flags.writeable or any(
             isinstance(x, np.ndarray) and np.may_share_memory(v, x) for x in inputs
         ):
             v = v.copy()  # never write into memory an input (another value) may share
-        if bias:
-            np.add(v, inputs[n_in], out=v)
-        if relu:
-            np.maximum(v, 0, out=v)
-        return v
+        return cpu.epilogue(v, inputs[n_in] if bias else None, relu)
 
     return run
-
-
-register_constructor("library", _build_library)

@@ -11,14 +11,16 @@ Register a pass with the decorator:
     @register_pass("fold_something", priority=250)
     def fold_something(g: Graph) -> bool: ...
 
-Passes only run on a cache miss; a hit replays their combined effect (see cache/plan.py).
+Passes only run on a cache miss; a hit replays their combined effect (see cache/tgraph.py).
+The engine adds its own lowering passes to a run (`ordered(extra)`, `optimize(..., passes)`):
+they are not registered here, so this table holds the optimizer's passes and users' only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cache.graph import Graph
@@ -60,23 +62,25 @@ def unregister_pass(name: str) -> None:
     PASSES.pop(name, None)
 
 
-def ordered() -> list[Pass]:
-    """Registered passes, highest priority first (ties by name, so the order is stable)."""
-    return sorted(PASSES.values(), key=lambda p: (-p.priority, p.name))
+def ordered(extra: Iterable[Pass] = ()) -> list[Pass]:
+    """Registered passes and `extra` ones, highest priority first (ties by name: a stable order)."""
+    return sorted([*PASSES.values(), *extra], key=lambda p: (-p.priority, p.name))
 
 
-def fingerprint() -> str:
-    """Names and priorities of the registered passes: part of what cached entries depend on."""
-    text = ";".join(f"{p.name}:{p.priority}" for p in ordered())
+def fingerprint(passes: Iterable[Pass] | None = None) -> str:
+    """Names and priorities of the passes (default: registered): part of what cached entries depend on."""
+    text = ";".join(f"{p.name}:{p.priority}" for p in (ordered() if passes is None else passes))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def optimize(g: Graph, trace: Callable[[str, bool, float, int], None] | None = None) -> list[str]:
-    """Apply every registered pass in priority order; return the names of those that fired.
+def optimize(
+    g: Graph, trace: Callable[[str, bool, float, int], None] | None = None, passes: list[Pass] | None = None
+) -> list[str]:
+    """Apply the passes (default: every registered one) in priority order; return those that fired.
 
     `trace(name, fired, seconds, nodes_after)` is called for each pass whose condition held.
     """
-    for p in ordered():
+    for p in ordered() if passes is None else passes:
         if not p.condition(g):
             continue
         t0 = time.perf_counter()

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 import lazygraph as lg
-from jit import nvrtc
+from jit import backend, nvrtc
 from jit.fusion import find_regions
 from jit.kernel import compile_region
 from jit.runner import run_graph
-from lazygraph.executor import schedule
+from lazygraph.engine.evaluate import schedule
 
 
 def compile_cuda_for(region: Any, values: list[Any]) -> None:
@@ -28,9 +28,8 @@ def compile_cuda_for(region: Any, values: list[Any]) -> None:
     k = compile_region(region)
     arrays = [np.asarray(v) for (kind, _), v in zip(k.spec.arg_of_input, values) if kind == "array"]
     layout, _, _ = k.layout_for(arrays)
-    source, _ = k.cuda_source(layout)
-    data, kind = nvrtc.compile_cuda(source)
-    assert data and kind in ("ptx", "cubin")
+    binary = backend.get("cuda").compile(k.source(layout, "cuda").text)
+    assert binary.data and binary.kind in ("ptx", "cubin")
 
 
 def tolerance(dtype: np.dtype) -> dict[str, float]:

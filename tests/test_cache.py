@@ -10,7 +10,7 @@ from cache import key as keymod
 from cache.explain import explain_miss
 from cache.key import walk
 from cache.store import Entry, MemoryStore
-from lazygraph import executor
+from lazygraph.engine import ENGINE
 
 
 @pytest.fixture(autouse=True)
@@ -146,7 +146,8 @@ def test_a_hit_runs_no_pass(monkeypatch):
 
     real = reg.optimize
     monkeypatch.setattr(
-        "lazygraph.executor.optimizer.optimize", lambda g, t=None: calls.append(1) or real(g, t)
+        "lazygraph.engine.compile.optimizer.optimize",
+        lambda g, t=None, p=None: calls.append(1) or real(g, t, p),
     )
     for n in (3, 4, 5, 6):
         np.testing.assert_allclose((lazy(np.arange(float(n))) * 2).sum().numpy(), n * (n - 1))
@@ -166,7 +167,7 @@ def test_cache_off_memory_only_and_optimizer_off(monkeypatch, tmp_path):
     assert not (tmp_path / "cache" / "graphs").exists()
     monkeypatch.setenv("LAZYGRAPH_OPTIMIZE", "0")
     assert float((lazy(np.ones(3)) * 1).sum()) == 3.0
-    entry = max(executor.STATS.used.values(), key=lambda e: e.last_used)
+    entry = max(ENGINE.stats.used.values(), key=lambda e: e.last_used)
     assert entry.variants[0].tgraph.passes == []
 
 

@@ -15,7 +15,7 @@ import pytest
 import lazygraph as lg
 from cache import disk
 from lazygraph import __main__ as cli
-from lazygraph import executor
+from lazygraph.engine import ENGINE
 
 
 @pytest.fixture(autouse=True)
@@ -132,8 +132,8 @@ def test_file_format_is_checksummed_json(cache_dir):
 
 def test_entries_of_another_library_version_are_never_read(cache_dir, monkeypatch):
     run_program()
-    monkeypatch.setattr(executor, "_version", "another-version")
-    monkeypatch.setattr(executor, "_disk", None)
+    monkeypatch.setattr(ENGINE, "_version", "another-version")
+    monkeypatch.setattr(ENGINE, "_disk", None)
     lg.cache.clear(disk=False)
     np.testing.assert_allclose(run_program(), expected())
     s = lg.cache.stats()
@@ -148,22 +148,22 @@ def test_registering_a_pass_later_makes_a_new_version(cache_dir, monkeypatch):
     from optimizer.registry import register_pass, unregister_pass
 
     run_program()
-    first = executor._disk_store().version
+    first = ENGINE.disk_store().version
     register_pass("test_noop_pass", 1)(lambda g: False)
     try:
-        assert executor._disk_store().version != first
+        assert ENGINE.disk_store().version != first
         lg.cache.clear(disk=False)
         np.testing.assert_allclose(run_program(), expected())
         assert lg.cache.stats()["disk_hits"] == 0
         assert sorted(r["status"] for r in lg.cache.entries()) == ["current", "other version"]
     finally:
         unregister_pass("test_noop_pass")
-    assert executor._disk_store().version == first
+    assert ENGINE.disk_store().version == first
 
 
 def test_least_recently_used_entries_are_evicted_past_the_limit(cache_dir, monkeypatch):
     monkeypatch.setenv("LAZYGRAPH_CACHE_LIMIT_MB", str(20000 / 2**20))
-    monkeypatch.setattr(executor, "_disk", None)
+    monkeypatch.setattr(ENGINE, "_disk", None)
     for k in range(1, 25):  # 24 structures: elementwise chains of growing length
         y = lazy(np.arange(3.0))
         for _ in range(k):
@@ -237,7 +237,7 @@ def test_several_processes_share_one_directory(cache_dir):
 def test_cli_stats_list_clear(cache_dir, capsys):
     for n in (3, 4, 5):
         run_program(n)
-    executor._save_run()
+    ENGINE.save_run()
     assert cli.main(["cache", "stats"]) == 0
     out = capsys.readouterr().out
     assert "hit rate" in out and "66.7%" in out and "distinct graphs" in out
@@ -255,7 +255,7 @@ def test_cli_stats_list_clear(cache_dir, capsys):
 def test_cli_plot_writes_a_png_or_says_what_is_missing(cache_dir, tmp_path, capsys):
     for n in (3, 4):
         run_program(n)
-    executor._save_run()
+    ENGINE.save_run()
     png = tmp_path / "cache.png"
     rc = cli.main(["cache", "plot", "-o", str(png)])
     try:

@@ -3,7 +3,7 @@
 Every case checks (via `expect_error`): the exception type (NumPy's), that the message
 contains the operator's name and the operands' shapes (or the axis / index involved),
 that nothing was evaluated (`lg.debug.evaluation_stats()["evaluations"]` unchanged), that
-no traceback entry lies in the executor, and that the innermost traceback entry in this
+no traceback entry lies in the engine, and that the innermost traceback entry in this
 test file is the line that made the call. Data-dependent failures can only surface at an
 evaluation point; those must still name the operator.
 """
@@ -48,7 +48,7 @@ def expect_error(fn, exc_type, *words):
     for w in words:
         assert w in msg, f"{w!r} not in the message: {msg!r}"
     for entry in excinfo.traceback:
-        assert Path(str(entry.path)).name != "executor.py", f"raised during evaluation: {msg}"
+        assert "engine" not in Path(str(entry.path)).parts, f"raised during evaluation: {msg}"
     entry = innermost_test_entry(excinfo)
     assert entry.lineno + 1 == fn.__code__.co_firstlineno, (
         f"innermost test-file frame is line {entry.lineno + 1}, the call is on line {fn.__code__.co_firstlineno}"

@@ -12,7 +12,7 @@ from jit import astar
 from jit.fusion import find_regions
 from jit.ir import ALL, Iterator, KernelIR, Loop, Par, check_complete
 from jit.report import DALI_TABLE1, search_stats
-from lazygraph.executor import schedule
+from lazygraph.engine.evaluate import schedule
 
 
 @st.composite

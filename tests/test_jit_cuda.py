@@ -7,9 +7,10 @@ import pytest
 
 import lazygraph as lg
 import lazygraph.nn.functional as F
+from jit import backend
 from jit.fusion import find_regions
 from jit.kernel import FusedKernel
-from lazygraph.executor import schedule
+from lazygraph.engine.evaluate import schedule
 
 pytestmark = pytest.mark.cuda
 
@@ -35,7 +36,7 @@ def _run_on_gpu(*arrays: lg.Array) -> list[np.ndarray]:
             vals[id(n)] = np.asarray(n.op.kernel(*(np.asarray(value(c)) for c in n.inputs), **n.attrs))
         elif id(r) not in done:
             done.add(id(r))
-            outs = FusedKernel(r).run_cuda(*(value(c) for c in r.inputs))
+            outs = FusedKernel(r)(*(value(c) for c in r.inputs), backend=backend.get("cuda"))
             for o, v in zip(r.outputs, outs):
                 vals[id(o)] = cupy.asnumpy(v)
     return [np.asarray(value(r)) for r in roots]

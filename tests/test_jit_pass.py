@@ -10,7 +10,7 @@ import pytest
 import lazygraph as lg
 import lazygraph.nn.functional as F
 from jit import kernel
-from lazygraph import jitpass
+from lazygraph.engine import ENGINE, lower_fusion
 
 
 @pytest.fixture
@@ -20,11 +20,11 @@ def jit_pass(monkeypatch):  # noqa: ANN001, ANN201
     monkeypatch.setenv("LAZYGRAPH_JIT_MIN_SIZE", "0")
     monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
     lg.cache.clear()
-    was = jitpass.installed()
-    jitpass.install()
+    was = ENGINE.installed("jit_fusion")
+    ENGINE.install(lower_fusion.PASS)
     yield
     if not was:
-        jitpass.uninstall()
+        ENGINE.uninstall("jit_fusion")
     lg.cache.clear()
 
 
@@ -96,22 +96,22 @@ def test_region_recipes_round_trip_through_json() -> None:
     x = lg.asarray(np.ones((4, 5), np.float32))
     y = lg.sum(lg.exp(x) * 2, axis=1, dtype=np.float64)
     from jit.fusion import find_regions
-    from lazygraph.executor import schedule
+    from lazygraph.engine.evaluate import schedule
 
     (region,) = find_regions(schedule([y.node]), [y.node])
-    desc = jitpass.describe(region)
-    again = jitpass.rebuild(desc)
-    assert kernel.signature(again) == kernel.signature(jitpass.rebuild(jitpass.describe(again)))
+    desc = lower_fusion.describe(region)
+    again = lower_fusion.rebuild(desc)
+    assert kernel.signature(again) == kernel.signature(lower_fusion.rebuild(lower_fusion.describe(again)))
     assert [n.op.name for n in again.nodes] == ["exp", "multiply", "sum"]
     with pytest.raises(Exception, match="bad JIT region recipe"):
-        jitpass.rebuild({"inputs": [{"kind": "array"}], "members": [], "outputs": []})
+        lower_fusion.rebuild({"inputs": [{"kind": "array"}], "members": [], "outputs": []})
 
 
 def test_regions_that_would_wait_on_each_other_are_not_both_fused(jit_pass) -> None:  # noqa: ANN001
     # a's region reads cumsum(b) (not fusable), which reads b's region, which reads a: both
     # as kernels would wait on each other, so the smaller one runs op by op.
     from jit.fusion import find_regions
-    from lazygraph.executor import schedule
+    from lazygraph.engine.evaluate import schedule
 
     rng = np.random.default_rng(4)
     x0, x1 = rng.standard_normal((2, 4, 4))

@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
-from jit import compile_c, kernel, nvrtc, store
+from jit import backend, compile_c, kernel, nvrtc, store
 from jit.compile_c import CompileError
 from jit.fusion import find_regions
 from jit.kernel import FusedKernel
 from jit.runner import run_graph
-from lazygraph.executor import schedule
+from lazygraph.engine.evaluate import schedule
 
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):  # noqa: ANN001, ANN201
     monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(tmp_path))
-    compile_c._loaded.clear()
+    backend.get("cpu").drop_loaded()
     return tmp_path
 
 
@@ -69,7 +69,7 @@ def test_a_corrupt_compiled_library_is_rebuilt(cache_dir) -> None:  # noqa: ANN0
     bad.write_bytes(b"garbage")
     os.replace(bad, so)  # a new file: the library loaded from the old one stays mapped
     assert store.get(so.stem, "so") is None
-    compile_c._loaded.clear()
+    backend.get("cpu").drop_loaded()
     k2, vals2 = _softmax_kernel()
     np.testing.assert_allclose(k2(*vals2)[0], expected, rtol=1e-6)
     assert so.read_bytes() != b"garbage"
@@ -77,7 +77,7 @@ def test_a_corrupt_compiled_library_is_rebuilt(cache_dir) -> None:  # noqa: ANN0
 
 def test_compile_errors_show_numbered_source() -> None:
     with pytest.raises(CompileError) as e:
-        compile_c.build("void lg_kernel(void) { this is not C; }\n")
+        backend.get("cpu").compile("void lg_kernel(void) { this is not C; }\n")
     msg = str(e.value)
     assert "   1  void lg_kernel(void) { this is not C; }" in msg
     assert "error" in msg

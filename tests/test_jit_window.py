@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import lazygraph as lg
-from cache.recipe import CONSTRUCTORS, Recipe, RecipeError
+from cache.recipe import Recipe, RecipeError
 from jit import conv, window
+from lazygraph.engine import ENGINE
 from ops.base import REGISTRY
 from ops.conv import im2col_rows
 
@@ -345,12 +346,12 @@ def test_inference_conv_is_not_lowered() -> None:
 
 
 def test_window_constructor_rejects_unknown_operators() -> None:
-    build = CONSTRUCTORS["jit_window"]
+    build = ENGINE.constructors["jit_window"]
     for op in ("add", "avg_pool2d", "no_such_op"):
         with pytest.raises(RecipeError, match=op):
             build(Recipe("jit_window", op, {}, None, "float32"), {})
     # a window operator builds a step that runs
-    run = build(Recipe("jit_window", "max_pool2d", {}, None, "float32"), {})
+    run = build(Recipe("jit_window", "max_pool2d", {}, None, "float32"), {}).run
     x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
     attrs = _pool_attrs((2, 2), (2, 2), (0, 0), (1, 1))
     np.testing.assert_array_equal(run(x, **attrs), REGISTRY["max_pool2d"].kernel(x, **attrs))
@@ -377,7 +378,7 @@ def test_windows_of_padding_only_and_ties_with_the_fill(dtype) -> None:  # noqa:
 
 def test_window_step_falls_back_to_the_reference(monkeypatch) -> None:  # noqa: ANN001
     """Shapes the compiled kernels decline, small sizes and LAZYGRAPH_JIT=0 run the NumPy kernel."""
-    run = CONSTRUCTORS["jit_window"](Recipe("jit_window", "conv2d", {}, None, "float32"), {})
+    run = ENGINE.constructors["jit_window"](Recipe("jit_window", "conv2d", {}, None, "float32"), {}).run
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
     w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)

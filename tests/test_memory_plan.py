@@ -1,4 +1,4 @@
-"""The executor's memory planner: measured peak == predicted peak, the cached order, buffer reuse."""
+"""The engine's memory planner: measured peak == predicted peak, the cached order, buffer reuse."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lazygraph as lg
-from lazygraph import executor, memplan
+from lazygraph.engine import ENGINE, memory
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -27,14 +27,14 @@ def metered(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setenv("LAZYGRAPH_MEASURE", "1")
     monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
     writes: dict[str, int] = {}
-    real = memplan.writers
+    real = memory.writers
 
     def checked(plan, nodes):  # noqa: ANN001, ANN202
         kinds = [s.recipe.ctor if s.recipe is not None else s.name for s in plan.steps]
         return [w if w is None else _checked_writer(w, k, writes) for w, k in zip(real(plan, nodes), kinds)]
 
-    monkeypatch.setattr(memplan, "writers", checked)
-    executor.MEMORY.clear()  # cached plans keep layouts made with another test's writers
+    monkeypatch.setattr(memory, "writers", checked)
+    ENGINE.memory.clear()  # cached plans keep layouts made with another test's writers
     return writes
 
 
@@ -124,7 +124,7 @@ def _run_program(ops: list[tuple], seed: int) -> tuple[list[np.ndarray], list[np
 
 def _check_program(ops: list[tuple], seed: int) -> list[np.ndarray]:
     """Run a program metered: values as NumPy's, every evaluation's measured peak == predicted."""
-    stats = executor.STATS
+    stats = ENGINE.stats
     before = (stats.metered, stats.peak_mismatches)
     got, want = _run_program(ops, seed)
     for g, w in zip(got, want):
@@ -198,20 +198,20 @@ class Counter:
 def test_order_chosen_once_and_reused(metered: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """The search runs on the miss; hits run the cached order without searching."""
     monkeypatch.setenv("LAZYGRAPH_JIT", "0")
-    search = Counter(memplan.best_order)
-    monkeypatch.setattr(memplan, "best_order", search)
-    executor.MEMORY.clear()
+    search = Counter(memory.best_order)
+    monkeypatch.setattr(memory, "best_order", search)
+    ENGINE.memory.clear()
     first = np.array(_two_branches().numpy())
     assert search.calls == 1
     for _ in range(3):
         np.testing.assert_array_equal(_two_branches().numpy(), first)
     assert search.calls == 1
     entry = next(
-        e for e in executor.MEMORY.entries() if e.hits >= 3 and "schedule" in e.variants[0].tgraph.artifacts
+        e for e in ENGINE.memory.entries() if e.hits >= 3 and "schedule" in e.variants[0].tgraph.artifacts
     )
     info = entry.variants[0].tgraph.artifacts["schedule"]
     assert info["peak"] < info["recorded_peak"]  # the planner beat the recorded order here
-    assert entry.variants[0].memory[0] == entry.variants[0].memory[1]
+    assert entry.variants[0].program.memory[0] == entry.variants[0].program.memory[1]
 
 
 def test_order_survives_disk_cache(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -220,29 +220,29 @@ def test_order_survives_disk_cache(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
     monkeypatch.setenv("LAZYGRAPH_CACHE", "1")
     monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("LAZYGRAPH_MEASURE", "1")
-    search = Counter(memplan.best_order)
-    monkeypatch.setattr(memplan, "best_order", search)
-    executor.MEMORY.clear()
+    search = Counter(memory.best_order)
+    monkeypatch.setattr(memory, "best_order", search)
+    ENGINE.memory.clear()
     value = np.array(_two_branches(48).numpy())
-    chosen = [e for e in executor.MEMORY.entries() if "schedule" in e.variants[0].tgraph.artifacts]
+    chosen = [e for e in ENGINE.memory.entries() if "schedule" in e.variants[0].tgraph.artifacts]
     orders = {e.digest: list(e.variants[0].tgraph.order) for e in chosen}
     assert search.calls == 1 and orders
-    executor.MEMORY.clear()
-    disk_hits = executor.STATS.disk_hits
+    ENGINE.memory.clear()
+    disk_hits = ENGINE.stats.disk_hits
     np.testing.assert_array_equal(_two_branches(48).numpy(), value)
-    assert executor.STATS.disk_hits == disk_hits + 1
+    assert ENGINE.stats.disk_hits == disk_hits + 1
     assert search.calls == 1
-    for e in executor.MEMORY.entries():
+    for e in ENGINE.memory.entries():
         if e.digest in orders:
             assert list(e.variants[0].tgraph.order) == orders[e.digest]
-            assert [s.out for s in e.variants[0].steps] == orders[e.digest]
+            assert [s.outs[0] for s in e.variants[0].program.steps] == orders[e.digest]
 
 
 def test_buffers_reused_and_in_place(metered: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """A chain of elementwise ops writes into freed buffers; a dying base takes a write in place."""
     monkeypatch.setenv("LAZYGRAPH_JIT", "0")
     x0 = np.linspace(0, 1, 4096).reshape(64, 64)
-    stats = executor.STATS
+    stats = ENGINE.stats
     for _ in range(2):
         x = lg.asarray(x0)
         y = ((x * 2.0 + 1.0) * 3.0 - x) * 0.5
@@ -272,7 +272,7 @@ def test_jit_regions_and_gemms_take_freed_buffers(metered: dict, monkeypatch: py
     x0, w0 = rng.standard_normal((64, 64)) * 0.1, rng.standard_normal((64, 64)) * 0.1
     b0 = rng.standard_normal(64) * 0.1
     want = _layers(np, x0, w0, b0)
-    stats = executor.STATS
+    stats = ENGINE.stats
     before = (stats.buffers_reused, stats.peak_mismatches)
     for _ in range(3):  # a miss learns the layout, the hits follow it
         x, w, b = lg.asarray(x0), lg.asarray(w0), lg.asarray(b0)

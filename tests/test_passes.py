@@ -9,9 +9,9 @@ import lazygraph as lg
 import optimizer
 from cache import key as keymod
 from cache.graph import Graph, PassError
-from cache.plan import Plan
-from cache.recipe import CONSTRUCTORS, register_constructor
-from lazygraph import executor
+from lazygraph.engine import ENGINE
+from lazygraph.engine import compile as compiler
+from lazygraph.engine.program import FunctionKernel
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +50,7 @@ def step_ops(tg, w=None) -> list[str]:
 
 def last_entry():
     """The entry of the newest evaluation."""
-    return max(executor.STATS.used.values(), key=lambda e: e.last_used)
+    return max(ENGINE.stats.used.values(), key=lambda e: e.last_used)
 
 
 # -- the registry ---------------------------------------------------------------------
@@ -289,7 +289,7 @@ def test_custom_constructor_new_node_survives_disk_and_new_sizes():
 
         return run
 
-    register_constructor("test_tanh", build)
+    ENGINE.register_constructor("test_tanh", build)
 
     @optimizer.register_pass("test_tanh_pass", priority=500)
     def replace_tanh(g):
@@ -313,7 +313,7 @@ def test_custom_constructor_new_node_survives_disk_and_new_sizes():
         assert calls[-1] == (4,) and lg.cache.stats()["disk_hits"] == 1
     finally:
         optimizer.unregister_pass("test_tanh_pass")
-        CONSTRUCTORS.pop("test_tanh", None)
+        ENGINE.unregister_constructor("test_tanh")
 
 
 def test_plan_reorder_and_replaceable_step_functions():
@@ -324,7 +324,7 @@ def test_plan_reorder_and_replaceable_step_functions():
     g = Graph(w)
     optimizer.optimize(g)
     tg = g.finalize()
-    plan = Plan(tg, w.tokens)
+    plan = compiler.build(tg, w.tokens, ENGINE.constructors)
     order = list(tg.order)
     # another topological order: always run the ready step with the highest index
     alt, done = [], {q for q, n in enumerate(tg.nodes) if n[0] == "leaf"}
@@ -334,7 +334,7 @@ def test_plan_reorder_and_replaceable_step_functions():
         done.add(q)
     assert alt != order
     plan.reorder(alt)
-    assert [s.out for s in plan.steps] == alt and plan.tgraph.order == alt
+    assert [s.outs[0] for s in plan.steps] == alt and plan.tgraph.order == alt
     with pytest.raises(ValueError, match="before one of its inputs"):
         plan.reorder(list(reversed(order)))
     vals = plan.run(w.nodes, set())
@@ -342,7 +342,7 @@ def test_plan_reorder_and_replaceable_step_functions():
     np.testing.assert_allclose(vals[tg.pmap[w.roots[0]]], expected)
     # swap the exp step's callable, as a JIT would with a compiled kernel
     step = next(s for s in plan.steps if s.name == "exp")
-    step.fn = lambda x: np.exp(x) * 0
-    plan.recompile()
+    step.kernel = FunctionKernel(lambda x: np.exp(x) * 0)
+    plan.refresh()
     vals = plan.run(w.nodes, set())
     np.testing.assert_allclose(vals[tg.pmap[w.roots[0]]], np.sin(np.arange(3.0)))

@@ -12,18 +12,19 @@ from typing import Any
 
 import numpy as np
 
-import lazygraph as lg
-from lazygraph import executor
+from lazygraph import api, nnops
 from lazygraph.array import Array, record
+from lazygraph.engine import threads
 from lazygraph.gradmode import no_grad
 from lazygraph.random import Generator, default_generator
+from lazygraph.shape import asarray, moveaxis
 from ops.base import fmt_shape
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _arr(x: Any) -> Array:
-    return x if isinstance(x, Array) else lg.asarray(x)
+    return x if isinstance(x, Array) else asarray(x)
 
 
 # -- activations ----------------------------------------------------------------------------
@@ -31,50 +32,50 @@ def _arr(x: Any) -> Array:
 
 def relu(x: Any) -> Array:
     """max(x, 0)."""
-    return lg.maximum(_arr(x), 0)
+    return api.maximum(_arr(x), 0)
 
 
 def leaky_relu(x: Any, negative_slope: float = 0.01) -> Array:
     """x where positive, negative_slope * x elsewhere."""
     x = _arr(x)
-    return lg.where(x > 0, x, x * negative_slope)
+    return api.where(x > 0, x, x * negative_slope)
 
 
 def sigmoid(x: Any) -> Array:
     """1 / (1 + exp(-x))."""
-    return lg.sigmoid(_arr(x))
+    return api.sigmoid(_arr(x))
 
 
 def tanh(x: Any) -> Array:
     """Hyperbolic tangent."""
-    return lg.tanh(_arr(x))
+    return api.tanh(_arr(x))
 
 
 def silu(x: Any) -> Array:
     """x * sigmoid(x) (swish)."""
     x = _arr(x)
-    return x * lg.sigmoid(x)
+    return x * api.sigmoid(x)
 
 
 def gelu(x: Any, approximate: str = "none") -> Array:
     """x * Phi(x): the exact erf form, or approximate='tanh' for the tanh approximation."""
     x = _arr(x)
     if approximate == "none":
-        return x * 0.5 * (1.0 + lg.erf(x * (1.0 / math.sqrt(2.0))))
+        return x * 0.5 * (1.0 + api.erf(x * (1.0 / math.sqrt(2.0))))
     if approximate == "tanh":
         inner = (x + 0.044715 * (x * x * x)) * math.sqrt(2.0 / math.pi)
-        return x * 0.5 * (1.0 + lg.tanh(inner))
+        return x * 0.5 * (1.0 + api.tanh(inner))
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def softmax(x: Any, dim: int = -1) -> Array:
     """exp(x) / sum(exp(x)) along `dim`, computed stably."""
-    return lg.softmax(_arr(x), axis=dim)
+    return nnops.softmax(_arr(x), axis=dim)
 
 
 def log_softmax(x: Any, dim: int = -1) -> Array:
     """log(softmax(x)) along `dim`, computed stably."""
-    return lg.log_softmax(_arr(x), axis=dim)
+    return nnops.log_softmax(_arr(x), axis=dim)
 
 
 # -- layers as functions ---------------------------------------------------------------------
@@ -92,10 +93,10 @@ def linear(x: Any, weight: Array, bias: Array | None = None) -> Array:
     return y if bias is None else y + bias
 
 
-conv2d = lg.conv2d
-max_pool2d = lg.max_pool2d
-avg_pool2d = lg.avg_pool2d
-one_hot = lg.one_hot
+conv2d = nnops.conv2d
+max_pool2d = nnops.max_pool2d
+avg_pool2d = nnops.avg_pool2d
+one_hot = nnops.one_hot
 
 
 def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Array:
@@ -153,7 +154,7 @@ def layer_norm(
     axes = tuple(range(x.ndim - len(ns), x.ndim))
     d = x - x.mean(axis=axes, keepdims=True)
     var = (d * d).mean(axis=axes, keepdims=True)
-    y = d / lg.sqrt(var + eps)
+    y = d / api.sqrt(var + eps)
     if weight is not None:
         y = y * weight
     if bias is not None:
@@ -214,10 +215,10 @@ def batch_norm(
                     num_batches_tracked += 1
             for buf in (running_mean, running_var, num_batches_tracked):
                 if buf is not None:
-                    executor.defer(buf._storage)
-        y = d / lg.sqrt(var + eps)
+                    threads.defer(buf._storage)
+        y = d / api.sqrt(var + eps)
     else:
-        y = (x - running_mean.reshape(bshape)) / lg.sqrt(running_var.reshape(bshape) + eps)
+        y = (x - running_mean.reshape(bshape)) / api.sqrt(running_var.reshape(bshape) + eps)
     if weight is not None:
         y = y * weight.reshape(bshape)
     if bias is not None:
@@ -253,8 +254,8 @@ def _class_targets(x: Array, target: Any, who: str) -> Array:
 
 
 def _one_hot_at_axis1(t: Array, c: int, dtype: np.dtype) -> Array:
-    oh = lg.one_hot(t, c, dtype=dtype)
-    return oh if oh.ndim == 2 else lg.moveaxis(oh, -1, 1)
+    oh = nnops.one_hot(t, c, dtype=dtype)
+    return oh if oh.ndim == 2 else moveaxis(oh, -1, 1)
 
 
 def _check_weight(weight: Array | None, c: int, who: str) -> Array | None:
@@ -339,7 +340,7 @@ def cross_entropy(
             q = q * (1.0 - label_smoothing) + label_smoothing / c
         out = _reduce(record("softmax_cross_entropy", x, q), reduction, who)
         return out.reshape(()) if squeeze and reduction == "none" else out
-    logp = lg.log_softmax(x, axis=1)
+    logp = nnops.log_softmax(x, axis=1)
     if t.dtype.kind == "f":  # class probabilities, same shape as the input
         if t.shape != x.shape:
             raise ValueError(
@@ -373,4 +374,4 @@ def l1_loss(input: Any, target: Any, reduction: str = "mean") -> Array:  # noqa:
         raise ValueError(
             f"l1_loss: input {fmt_shape(x.shape)} and target {fmt_shape(t.shape)} differ in shape"
         )
-    return _reduce(lg.abs(x - t), reduction, "l1_loss")
+    return _reduce(api.abs(x - t), reduction, "l1_loss")

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lazygraph.array import Array, Storage, constant
-from lazygraph.executor import evaluate
+from lazygraph.engine.evaluate import evaluate
 from lazygraph.gradmode import no_grad
 from ops.base import fmt_shape
 from ops.fileio import atomic_write

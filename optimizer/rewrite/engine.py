@@ -76,11 +76,16 @@ class Engine:
         for r in rules or []:
             self.add(r)
 
-    def add(self, rule: Rule | dict) -> Rule:
-        """Add a rule (a Rule or its JSON form); names are unique."""
+    def add(self, rule: Rule | dict, prove: bool = False) -> Rule:
+        """Add a rule (a Rule or its JSON form); names are unique. With `prove`, only once z3 has
+        proven it from its operators' specifications (optimizer/rewrite/prove.py)."""
         r = rule if isinstance(rule, Rule) else rule_from_json(rule)
         if any(x.name == r.name for x in self.rules):
             raise ValueError(f"rule {r.name!r} already exists")
+        if prove:
+            from optimizer.rewrite.prove import require_proof  # z3 is loaded only when asked for
+
+            require_proof(r)
         self.rules.append(r)
         self.index.setdefault(r.root_op, []).append(r)
         return r

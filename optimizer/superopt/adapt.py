@@ -19,101 +19,68 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ops.base import REGISTRY
 from ops.views import View, c_strides
 from optimizer.superopt.apply import RewriteError, SGraph
 from optimizer.superopt.match import Context, Rule, rewrite
-from optimizer.superopt.opset import OPS, TS
+from optimizer.superopt.opset import OPS, TS, readings
 from optimizer.superopt.rulefile import SuperRule, proven_rules
 
-#: term operator -> the lazygraph operators a node it matches can have
-HEADS = {
-    "add": ("add",),
-    "mul": ("multiply",),
-    "smul": ("multiply",),
-    "relu": ("maximum",),
-    "matmul": ("matmul",),
-    "transpose": ("view",),
-    "concat": ("concat",),
-    "split": ("slice_axis",),
-    "conv2d": ("conv2d", "maximum"),
-    "avg_pool2d": ("avg_pool2d",),
-    "max_pool2d": ("max_pool2d",),
-    "enlarge": ("pad",),
-}
+
+def _heads(term: str) -> tuple[str, ...]:
+    """The lazygraph operators a node matching `term` can have: those its record raises from,
+    and for a term with an activation parameter (conv2d ... relu) those of the activation."""
+    spec = OPS[term]
+    heads = tuple(spec.raises)
+    if "activation" in spec.params:
+        heads += tuple(
+            src for s in OPS.values() if s.activation is not None and s.lower is None for src in s.raises
+        )
+    return heads
+
+
+#: term operator -> the lazygraph operators a node it matches can have (from the vocabulary)
+HEADS = {name: _heads(name) for name in OPS}
 #: why library rules were left out of the search (name -> reason), filled by `library_rules`
 SKIPPED: dict[str, str] = {}
 
 
-def _pad_word(padding: Any, k: tuple[int, ...]) -> str | None:
-    p = tuple(padding)
-    if p == (0, 0):
-        return "valid"
-    if len(k) == 2 and k[0] % 2 and k[1] % 2 and p == (k[0] // 2, k[1] // 2):
-        return "same"
-    return None
+class _SearchSite:
+    """Node i of a search graph as the vocabulary's raise rules read it (vocab.Site)."""
 
+    def __init__(self, sg: SGraph, i: int) -> None:
+        n = sg.nodes[i]
+        self.sg, self.attrs, self.shape, self.dtype, self.args = sg, n.attrs, n.shape, n.dtype, list(n.inputs)
 
-def _is_zero(sg: SGraph, i: int) -> bool:
-    n = sg.nodes[i]
-    return n.op in ("scalar", "const") and n.shape == () and n.value == 0
+    def shape_of(self, h: int) -> tuple[int, ...]:
+        return self.sg.nodes[h].shape
+
+    def dtype_of(self, h: int) -> Any:
+        return self.sg.nodes[h].dtype
+
+    def is_scalar(self, h: int) -> bool:
+        return self.sg.nodes[h].op == "scalar"  # the search graph's Python-scalar leaf kind
+
+    def is_zero(self, h: int) -> bool:
+        m = self.sg.nodes[h]
+        return m.leaf and m.shape == () and m.value is not None and m.value == 0
+
+    def splits_of(self, h: int) -> None:
+        return None  # a search-graph node does not carry its value's split history
 
 
 def raise_node(sg: SGraph, i: int) -> list[tuple[str, tuple, tuple[int, ...], int]]:
     """The ways node i reads in the term vocabulary: (op, params, argument ids, output index)."""
     n = sg.nodes[i]
-    ins, a, out = n.inputs, n.attrs, []
-    if n.op in ("add", "multiply") and len(ins) == 2:
-        x, y = (sg.nodes[c] for c in ins)
-        if x.shape == y.shape == n.shape and n.shape and x.op != "scalar" and y.op != "scalar":
-            out.append(("add" if n.op == "add" else "mul", (), ins, 0))
-        elif n.op == "multiply":
-            for t, s in (ins, ins[::-1]):
-                if sg.nodes[t].shape == n.shape and sg.nodes[s].shape == () and n.shape:
-                    out.append(("smul", (), (t, s), 0))
-    elif n.op == "maximum" and len(ins) == 2:
-        for t, s in (ins, ins[::-1]):
-            if _is_zero(sg, s) and sg.nodes[t].shape == n.shape:
-                out.append(("relu", (), (t,), 0))
-                c = sg.nodes[t]
-                if c.op == "conv2d":
-                    out.extend((op, p[:2] + ("relu",), args, 0) for op, p, args, _ in raise_node(sg, t))
-    elif n.op == "matmul" and len(sg.nodes[ins[1]].shape) == 2 and len(sg.nodes[ins[0]].shape) >= 2:
-        out.append(("matmul", (), ins, 0))
-    elif n.op == "concat" and len(ins) == 2:
-        out.append(("concat", (a["axis"],), ins, 0))
-    elif n.op == "conv2d" and len(ins) == 2 and tuple(a["dilation"]) == (1, 1):
-        s, pad = tuple(a["stride"]), _pad_word(a["padding"], sg.nodes[ins[1]].shape[2:])
-        if s[0] == s[1] and pad is not None:
-            out.append(("conv2d", (s[0], pad, "none"), ins, 0))
-    elif n.op in ("avg_pool2d", "max_pool2d"):
-        k, s = tuple(a["kernel_size"]), tuple(a["stride"])
-        pad = _pad_word(a["padding"], k)
-        ok = (
-            a.get("count_include_pad", True)
-            if n.op == "avg_pool2d"
-            else tuple(a.get("dilation", (1, 1))) == (1, 1)
-        )
-        if ok and k[0] == k[1] and s[0] == s[1] and pad is not None:
-            out.append((n.op, (k[0], s[0], pad), ins, 0))
-    elif n.op == "pad" and a.get("mode") == "constant" and len(n.shape) == 4 and n.shape[2] == n.shape[3]:
-        w = tuple(tuple(p) for p in a["pad_width"])
-        if w[:2] == ((0, 0), (0, 0)) and w[2][0] == w[2][1] and w[3][0] == w[3][1]:
-            if a.get("constant_values", 0) == 0:
-                out.append(("enlarge", (n.shape[2],), ins, 0))
-    elif n.op == "slice_axis":
-        full = sg.nodes[ins[0]].shape[a["axis"]]
-        if a["start"] == 0:
-            out.append(("split", (a["axis"],), ins, 0))
-        if a["stop"] == full:
-            out.append(("split", (a["axis"],), ins, 1))
-    elif n.op == "view" and len(n.shape) >= 2 and len(sg.nodes[ins[0]].shape) == len(n.shape):
-        base = sg.nodes[ins[0]].shape
-        v = a["view"]
-        st, sh = list(c_strides(base)), list(base)
-        st[-1], st[-2] = st[-2], st[-1]
-        sh[-1], sh[-2] = sh[-2], sh[-1]
-        if v.offset == 0 and tuple(v.shape) == tuple(sh) and tuple(v.strides) == tuple(st):
-            out.append(("transpose", (), ins, 0))
+    out = [(op, p, tuple(args), k) for op, p, args, k in readings(REGISTRY.get(n.op), _SearchSite(sg, i))]
+    for op, _p, args, _k in list(out):
+        spec = OPS[op]
+        if spec.activation is not None and spec.lower is None:  # relu over a term that can absorb it
+            out.extend(
+                (op2, p2[:-1] + (op,), a2, 0)
+                for op2, p2, a2, _ in raise_node(sg, args[0])
+                if "activation" in OPS[op2].params
+            )
     return out
 
 
@@ -257,8 +224,6 @@ def _lower(
     g: SGraph, op: str, params: tuple, xs: list[int], ins: list[TS], outs: list[TS], dtype: Any
 ) -> list[int]:
     """Search-graph nodes computing a term operator's outputs."""
-    if op == "relu":
-        return [_relu(g, xs[0])]
     if op == "split":
         (ax,) = params
         top, full = ins[0].splits[ax][-1], ins[0].shape[ax]
@@ -273,13 +238,11 @@ def _lower(
         st[-1], st[-2] = st[-2], st[-1]
         return [g.add("view", xs, {"view": View(tuple(shape), tuple(st), 0)})]
     spec = OPS[op]
-    if op == "conv2d" and params[2] == "relu":
-        low = spec.lower(params[:2] + ("none",), ins, outs)
-        return [_relu(g, g.add(low[0], xs, low[1]))]
     low = spec.lower(params, ins, outs) if spec.lower else None
-    if low is None:
+    if low is None and spec.activation is None:
         raise RewriteError(f"{op} has no lowering")
-    return [g.add(low[0], xs, low[1])]
+    x = g.add(low[0], xs, low[1]) if low is not None else xs[0]
+    return [_relu(g, x) if spec.activation is not None and spec.activation(params) else x]
 
 
 def _maybe(g: SGraph | None) -> Iterator[SGraph]:

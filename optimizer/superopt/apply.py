@@ -24,38 +24,13 @@ from typing import Any
 import numpy as np
 
 from cache.key import Uncacheable, canon
-from ops.base import REGISTRY, Op, register
+from ops.base import REGISTRY, Op
 from ops.node import Node
 from ops.views import View
+from optimizer.superopt.pseudo import SliceOp  # noqa: F401  (re-exported; registers slice_axis)
 
 LEAVES = ("input", "weight", "scalar", "const")
 FREE = frozenset(("view", "slice_axis"))  # no work: NumPy views
-
-
-class SliceOp(Op):
-    """x[..., start:stop, ...] along one axis: a piece of a split (made by the superopt pass only)."""
-
-    kind = "other"
-
-    def __init__(self) -> None:
-        super().__init__("slice_axis")
-
-    def infer(self, inputs: tuple, attrs: dict) -> tuple:
-        """Shape with the axis cut to [start, stop); the input's dtype."""
-        (x,) = inputs
-        axis, start, stop = int(attrs["axis"]), int(attrs["start"]), int(attrs["stop"])
-        if not (0 <= axis < len(x.shape) and 0 <= start < stop <= x.shape[axis]):
-            raise ValueError(f"slice_axis: bad piece {axis}:{start}:{stop} of shape {x.shape}")
-        shape = x.shape[:axis] + (stop - start,) + x.shape[axis + 1 :]
-        return shape, x.dtype, {"axis": axis, "start": start, "stop": stop}
-
-    def kernel(self, x: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
-        """A view of the piece (no copy)."""
-        return np.asarray(x)[(slice(None),) * int(axis) + (slice(int(start), int(stop)),)]
-
-
-if "slice_axis" not in REGISTRY:
-    register(SliceOp())
 
 
 class SNode:

@@ -29,111 +29,57 @@ from typing import Any
 import numpy as np
 
 from cache.graph import Graph, QNode
-from cache.recipe import Recipe, register_constructor
-from ops.base import REGISTRY, Op, register
-from ops.views import c_strides
-from optimizer.superopt.opset import OPS, TS
+from cache.recipe import Recipe
+from ops.base import is_weak_scalar
+from optimizer.superopt.opset import OPS, TS, readings, view_cut
+from optimizer.superopt.pseudo import SuperoptOp  # noqa: F401  (re-exported; registers superopt)
 from optimizer.superopt.term import Ref, TermGraph
 
 
 def _is_scalar(n: Any) -> bool:
     if isinstance(n, QNode):
         return n.scalar
-    return n.op is not None and n.op.name == "scalar"
+    return is_weak_scalar(n)
 
 
-def _opname(n: Any) -> str | None:
+def _raisable(n: Any) -> bool:
+    """An operator application (leaves and non-operator steps of Q are variables)."""
     if isinstance(n, QNode):
-        if n.leaf or n.op is None or (n.recipe is not None and n.recipe.ctor != "op"):
-            return None
-    elif not n.inputs and n.op.name in ("buffer", "scalar"):
-        return None
-    return n.op.name
+        return not (n.leaf or n.op is None or (n.recipe is not None and n.recipe.ctor != "op"))
+    return bool(n.inputs)
 
 
-def _pad_word(padding: Any, k: tuple[int, int]) -> str | None:
-    p = tuple(padding)
-    if p == (0, 0):
-        return "valid"
-    if k[0] % 2 and k[1] % 2 and p == (k[0] // 2, k[1] // 2):
-        return "same"
-    return None
+class _NodeSite:
+    """A recorded or Q node as the vocabulary's raise rules read it (vocab.Site)."""
 
+    def __init__(self, n: Any, value_of: Callable[[Any], Any], type_of: Callable[[Any], TS | None]) -> None:
+        self.attrs, self.shape, self.dtype = n.attrs, tuple(n.shape), n.dtype
+        self.args = list(n.inputs)
+        self.value_of, self.type_of = value_of, type_of
 
-def _raise_one(n: Any, name: str, value_of: Callable[[Any], Any]) -> tuple[str, tuple, list] | None:
-    """(op, params, inputs) of a recognized node (split handled by the caller), else None."""
-    ins, a = list(n.inputs), n.attrs
-    if name in ("add", "multiply") and len(ins) == 2:
-        x, y = ins
-        if x.shape == y.shape == n.shape and n.shape and not _is_scalar(x) and not _is_scalar(y):
-            return ("add" if name == "add" else "mul"), (), ins
-        if name == "multiply":
-            for t, s in ((x, y), (y, x)):
-                if t.shape == n.shape and n.shape and s.shape == () and t.dtype == n.dtype:
-                    return "smul", (), [t, s]
-        return None
-    if name == "maximum" and len(ins) == 2:
-        for t, s in ins, ins[::-1]:
-            if _is_scalar(s) and t.shape == n.shape and t.dtype == n.dtype:
-                v = value_of(s)
-                if type(v) in (int, float) and v == 0:
-                    return "relu", (), [t]
-        return None
-    if name == "matmul" and len(ins) == 2 and len(ins[1].shape) == 2 and len(ins[0].shape) >= 2:
-        return "matmul", (), ins
-    if name == "concat" and len(ins) == 2:
-        return "concat", (a["axis"],), ins
-    if name == "conv2d" and len(ins) == 2 and tuple(a["dilation"]) == (1, 1):
-        s = tuple(a["stride"])
-        pad = _pad_word(a["padding"], ins[1].shape[2:])
-        if s[0] == s[1] and pad is not None:
-            return "conv2d", (s[0], pad, "none"), ins
-        return None
-    if name in ("avg_pool2d", "max_pool2d"):
-        k, s = tuple(a["kernel_size"]), tuple(a["stride"])
-        pad = _pad_word(a["padding"], k)
-        if name == "avg_pool2d" and not a.get("count_include_pad", True):
-            return None
-        if name == "max_pool2d" and tuple(a.get("dilation", (1, 1))) != (1, 1):
-            return None
-        if k[0] == k[1] and s[0] == s[1] and pad is not None:
-            return name, (k[0], s[0], pad), ins
-        return None
-    if name == "pad" and a.get("mode") == "constant" and len(n.shape) == 4:
-        w = tuple(tuple(p) for p in a["pad_width"])
-        cv = a.get("constant_values", 0)
-        if w[:2] == ((0, 0), (0, 0)) and w[2][0] == w[2][1] and w[3][0] == w[3][1] and cv == 0:
-            if n.shape[2] == n.shape[3]:
-                return "enlarge", (n.shape[2],), ins
-        return None
-    if name == "view" and len(ins) == 1:
-        base, v = ins[0], a["view"]
-        bs = tuple(base.shape)
-        if len(bs) >= 2 and v.offset == 0:
-            st = list(c_strides(bs))
-            st[-1], st[-2] = st[-2], st[-1]
-            sh = list(bs)
-            sh[-1], sh[-2] = sh[-2], sh[-1]
-            if tuple(v.shape) == tuple(sh) and tuple(v.strides) == tuple(st):
-                return "transpose", (), ins
-    return None
+    def shape_of(self, h: Any) -> tuple[int, ...]:
+        return tuple(h.shape)
+
+    def dtype_of(self, h: Any) -> np.dtype:
+        return h.dtype
+
+    def is_scalar(self, h: Any) -> bool:
+        return _is_scalar(h)
+
+    def is_zero(self, h: Any) -> bool:
+        if not _is_scalar(h):
+            return False
+        v = self.value_of(h)
+        return type(v) in (int, float) and v == 0
+
+    def splits_of(self, h: Any) -> tuple[tuple[int, ...], ...] | None:
+        t = self.type_of(h)
+        return None if t is None else t.splits
 
 
 def slice_of(n: Any) -> tuple[int, int, int] | None:
-    """(axis, start, stop) if the view is a contiguous-strided cut of its base along one axis."""
-    base, v = n.inputs[0], n.attrs["view"]
-    bs = tuple(base.shape)
-    if len(v.shape) != len(bs) or tuple(v.strides) != c_strides(bs):
-        return None
-    diff = [k for k, (d, e) in enumerate(zip(v.shape, bs)) if d != e]
-    if len(diff) != 1:
-        return None
-    ax = diff[0]
-    step = c_strides(bs)[ax]
-    if step == 0 or v.offset % step:
-        return None
-    start = v.offset // step
-    return ax, start, start + v.shape[ax]
+    """(axis, start, stop) if the view node is a contiguous-strided cut of its base along one axis."""
+    return view_cut(tuple(n.inputs[0].shape), n.attrs["view"])
 
 
 def from_nodes(
@@ -174,27 +120,14 @@ def from_nodes(
             if not (stop and stop(n)):
                 stack.extend((c, False) for c in n.inputs)
     for n in order:
-        name = _opname(n)
         r = None
-        if name is not None and not (stop and stop(n)) and all(id(c) in refs for c in n.inputs):
-            if name == "view" and len(n.inputs) == 1:
-                cut = slice_of(n)
-                t = typ(refs[id(n.inputs[0])]) if cut else None
-                if cut and t is not None and t.splits[cut[0]]:
-                    ax, start, stop_ = cut
-                    top = t.splits[ax][-1]
-                    parts = tg.apply("split", (ax,), [refs[id(n.inputs[0])]])
-                    if (start, stop_) == (0, top):
-                        r = parts[0]
-                    elif (start, stop_) == (top, t.shape[ax]):
-                        r = parts[1]
-            if r is None:
-                got = _raise_one(n, name, value_of)
-                if got is not None:
-                    op, params, ins = got
-                    r = tg.apply1(op, params, [refs[id(c)] for c in ins])
-                    if (t := typ(r)) is None or t.shape != tuple(n.shape):
-                        r = None  # the vocabulary's shape rule disagrees: keep it opaque
+        if _raisable(n) and not (stop and stop(n)) and all(id(c) in refs for c in n.inputs):
+            site = _NodeSite(n, value_of, lambda h: typ(refs[id(h)]))
+            for op, params, args, k in readings(n.op, site):
+                cand = tg.apply(op, params, [refs[id(c)] for c in args])[k]
+                if (t := typ(cand)) is not None and t.shape == tuple(n.shape):
+                    r = cand
+                    break  # else the vocabulary's shape rule disagrees: try the next reading
         refs[id(n)] = r if r is not None else variable(n)
     tg.outputs = [refs[id(r)] for r in roots]
     live = set(tg.variables)
@@ -241,26 +174,7 @@ class NativeRing:
         return a * (num / den)
 
 
-class SuperoptOp(Op):
-    """The operator of `superopt` steps (made by to_graph, never recorded)."""
-
-    def __init__(self) -> None:
-        super().__init__("superopt")
-
-    def infer(self, inputs: tuple, attrs: dict) -> tuple:
-        """Never recorded by users."""
-        raise TypeError("superopt: made by the superoptimizer only")
-
-    def kernel(self, *args: Any, **attrs: Any) -> Any:
-        """Runs through its constructor."""
-        raise TypeError("superopt: made by the superoptimizer only")
-
-
-if "superopt" not in REGISTRY:
-    register(SuperoptOp())
-
-
-def _build_superopt(recipe: Recipe, artifacts: dict) -> Callable:
+def build_superopt(recipe: Recipe, artifacts: dict) -> Callable:
     """A term operator as one step (transposes, splits, constants)."""
     d = recipe.data
     spec = OPS[str(d["op"])]
@@ -277,9 +191,6 @@ def _build_superopt(recipe: Recipe, artifacts: dict) -> Callable:
         return np.ascontiguousarray(spec.compute(params, args, ins, outs, NativeRing)[k], dtype=dtype)
 
     return run
-
-
-register_constructor("superopt", _build_superopt)
 
 
 def _const(v: Any) -> tuple:
@@ -309,14 +220,15 @@ def to_graph(g: Graph, tg: TermGraph, binding: dict[str, QNode], dtype: Any = No
         dt = dtype or np.result_type(*[x.dtype for x in xs])
         spec = OPS[n.op]
         low = spec.lower(n.params, ins, outs) if spec.lower else None
-        if low is not None:
-            op, attrs = low
-            q = g.new(op, xs, {k: _const(v) for k, v in attrs.items()}, _const(outs[0].shape), dt)
-            if n.op == "conv2d" and n.params[2] == "relu":
+        if low is not None or spec.activation is not None:
+            if low is not None:
+                op, attrs = low
+                q = g.new(op, xs, {k: _const(v) for k, v in attrs.items()}, _const(outs[0].shape), dt)
+            else:
+                q = xs[0]
+            if spec.activation is not None and spec.activation(n.params):
                 q = _relu(g, q)
             made[i] = [q]
-        elif n.op == "relu":
-            made[i] = [_relu(g, xs[0])]
         else:
             data = {
                 "op": n.op,

@@ -39,12 +39,12 @@ import numpy as np
 from ops import storage
 from ops.base import REGISTRY
 from ops.fileio import atomic_write
+from ops.settings import SETTINGS
 from optimizer.superopt.apply import SGraph, SNode, frozen
 
 VERSION = 2  # part of the machine tag: times measured by older versions are not reused
 FREE_OPS = frozenset(("view", "slice_axis", "reshape", "astype_view"))
 ELEMENTWISE_KINDS = frozenset(("elementwise",))
-_MIN_JIT = 65536  # lazygraph/jitpass.py's default LAZYGRAPH_JIT_MIN_SIZE
 
 
 def machine_tag() -> str:
@@ -176,16 +176,10 @@ class CostModel:
         out = _nbytes(n.shape, n.dtype)
         moved = out + sum(_nbytes(c.shape, c.dtype) for c in ins if c.op != "scalar")
         flops = 0.0
-        if n.op == "matmul":
-            k = ins[0].shape[-1] if ins[0].shape else 1
-            flops = 2.0 * float(math.prod(n.shape)) * k
-        elif n.op == "conv2d":
-            w = ins[1].shape
-            flops = 2.0 * float(math.prod(n.shape)) * w[1] * w[2] * w[3]
-            moved += out * w[1] * w[2] * w[3] / max(n.shape[1], 1)  # the im2col buffer
-        elif n.op in ("avg_pool2d", "max_pool2d"):
-            k = n.attrs.get("kernel_size", (1, 1))
-            moved += out * float(math.prod(k))
+        opdef = REGISTRY.get(n.op)
+        if opdef is not None and opdef.cost is not None:  # the record's cost facet (ops/)
+            flops, extra = opdef.cost(n.shape, [c.shape for c in ins], n.attrs)
+            moved += out * extra
         return self.overhead + flops / self.flops + moved / self.bandwidth
 
     # -- per graph ---------------------------------------------------------------------------
@@ -246,7 +240,7 @@ class CostModel:
 
         for i in ew:
             n = sg.nodes[i]
-            if n.dtype.kind == "f" and _size(n.shape) >= _MIN_JIT:
+            if n.dtype.kind == "f" and _size(n.shape) >= SETTINGS.jit_min_size:
                 for c in n.inputs:
                     if c in member and sg.nodes[c].shape == n.shape:
                         parent[find(c)] = find(i)

@@ -1,159 +1,36 @@
-"""The superoptimizer's operator vocabulary: every operator declared once, with all it needs.
+"""The superoptimizer's elementwise, matrix, concat and split operators (see vocab.py).
 
-An `OpSpec` holds an operator's arity, parameters (with the values the generator enumerates),
-its shape rule, its evaluation in two rings (float64 with the reference kernels of ops/, and
-exact integers mod a prime for fingerprints, where relu becomes an integer polynomial as in
-TASO), its z3 symbol, and how it maps to lazygraph operators (`lower`, used by convert.py;
-the reverse mapping, "raise", lives in convert.py because it reads Q nodes).
-
-Shapes travel as `TS` (shape + split stacks): a split has no explicit position in the z3
-model (TASO's semantics: `split0(a, concat(a, x, y)) = x`), so every value carries, per axis,
-the stack of concat boundaries it inherited; a split cuts at the top of that stack. Two terms
-are equal only if their values *and* split stacks agree, which is what makes concat
-associativity detectably wrong.
+Each term declares how a lazygraph node raises to it (`raise_`, over a `Site`) and which
+operator it lowers to; convolution, pooling, enlarge and the constants are in opset_conv.py.
+Importing this module declares the whole vocabulary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-import ops  # noqa: F401  (registers the reference operators)
-
-#: the prime of the fingerprint ring (products stay far below 2**63 before reduction)
-PRIME = 16777213
-
-
-class TS(NamedTuple):
-    """A value's type: its shape and, per axis, the stack of concat boundaries (for split)."""
-
-    shape: tuple[int, ...]
-    splits: tuple[tuple[int, ...], ...]
-
-
-def plain(shape: tuple[int, ...]) -> TS:
-    """The type of an input: a shape with no split history."""
-    return TS(tuple(int(d) for d in shape), tuple(() for _ in shape))
-
-
-class FloatRing:
-    """Real arithmetic in float64 with the reference kernels (the meaning of each operator)."""
-
-    exact = False
-
-    @staticmethod
-    def norm(a: np.ndarray) -> np.ndarray:
-        """Values are kept as they are."""
-        return np.asarray(a, dtype=np.float64)
-
-    @staticmethod
-    def relu(a: np.ndarray) -> np.ndarray:
-        """The real relu."""
-        return np.maximum(a, 0.0)
-
-    @staticmethod
-    def scale(a: np.ndarray, num: int, den: int) -> np.ndarray:
-        """a * num / den."""
-        return a * (num / den)
-
-    @staticmethod
-    def random(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        """Standard normal values."""
-        return rng.standard_normal(shape)
-
-
-class IntRing:
-    """Exact integers mod PRIME: fingerprints that never suffer rounding."""
-
-    exact = True
-
-    @staticmethod
-    def norm(a: np.ndarray) -> np.ndarray:
-        """Reduce mod PRIME."""
-        return np.mod(np.asarray(a, dtype=np.int64), PRIME)
-
-    @staticmethod
-    def relu(a: np.ndarray) -> np.ndarray:
-        """TASO's trick: an exact stand-in for relu (elementwise, non-linear, not multiplicative)."""
-        return np.mod(a * a + 3 * a + 5, PRIME)
-
-    @staticmethod
-    def scale(a: np.ndarray, num: int, den: int) -> np.ndarray:
-        """a * num / den with the inverse of den mod PRIME."""
-        return np.mod(a * (num * pow(den, -1, PRIME) % PRIME), PRIME)
-
-    @staticmethod
-    def random(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        """Uniform residues."""
-        return rng.integers(0, PRIME, size=shape, dtype=np.int64)
-
-
-Ring = type[FloatRing] | type[IntRing]
-
-#: words parameters may take, and the integers z3 sees for them
-WORDS = {"none": 0, "relu": 1, "same": -1, "valid": -2}
-
-
-@dataclass
-class OpSpec:
-    """One operator of the vocabulary (see the module docstring)."""
-
-    name: str
-    arity: int
-    infer: Callable[[tuple, list[TS]], list[TS] | None]
-    compute: Callable[[tuple, list[np.ndarray], list[TS], list[TS], Any], list[np.ndarray]]
-    params: tuple[str, ...] = ()
-    choices: dict[str, tuple] = field(default_factory=dict)  # what the generator enumerates
-    n_out: int = 1
-    kinds: tuple[str, ...] = ()  # "tensor", "scalar" or "any" per argument (default: tensors)
-    commutative: bool = False
-    constant: bool = False  # value independent of the arguments' values (shape only)
-    out_names: tuple[str, ...] = ()  # names of the projections of a multi-output operator
-    lower: Callable[[tuple, list[TS], list[TS]], tuple[str, dict] | None] | None = None
-    doc: str = ""
-
-    def arg_kind(self, i: int) -> str:
-        """The kind an argument must have."""
-        return self.kinds[i] if self.kinds else "tensor"
-
-    def z3_extra(self, params: tuple, ins: list[TS]) -> tuple[int, ...]:
-        """Integers passed to the z3 symbol before the tensor arguments."""
-        out = [WORDS[p] if isinstance(p, str) else int(p) for p in params]
-        if self.name == "conv2d":
-            out.append(ins[0].shape[1] // ins[1].shape[1])  # groups, inferred from the shapes
-        return tuple(out)
-
-
-OPS: dict[str, OpSpec] = {}
-#: projection name (split0, split1) -> (operator, output index)
-PROJECTIONS: dict[str, tuple[str, int]] = {}
-
-
-def declare(spec: OpSpec) -> OpSpec:
-    """Add an operator to the vocabulary (names are unique)."""
-    if spec.name in OPS:
-        raise ValueError(f"superopt operator {spec.name!r} is already declared")
-    OPS[spec.name] = spec
-    for k, p in enumerate(spec.out_names):
-        PROJECTIONS[p] = (spec.name, k)
-    return spec
-
-
-# ---------------------------------------------------------------------------------------
-# Split stacks
-
-
-def _merge(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    return a if a or not b else b
-
-
-def _cut(stack: tuple[int, ...], top: int, first: bool) -> tuple[int, ...]:
-    rest = stack[:-1]
-    return tuple(p for p in rest if p < top) if first else tuple(p - top for p in rest if p > top)
-
+from ops.views import c_strides
+from optimizer.superopt import pseudo as _pseudo  # noqa: F401  (slice_axis, superopt: operators of the pass)
+from optimizer.superopt.vocab import (  # noqa: F401  (re-exported: the vocabulary's one import point)
+    OPS,
+    PRIME,
+    PROJECTIONS,
+    TS,
+    WORDS,
+    FloatRing,
+    IntRing,
+    OpSpec,
+    Ring,
+    Site,
+    _cut,
+    _merge,
+    declare,
+    infer,
+    plain,
+    readings,
+)
 
 # ---------------------------------------------------------------------------------------
 # Elementwise
@@ -175,6 +52,42 @@ def _smul_infer(params: tuple, ins: list[TS]) -> list[TS] | None:
     return [x] if s.shape == () else None
 
 
+def _same_tensors(site: Site) -> bool:
+    """Two same-shape non-scalar operands with the result's shape (add, mul)."""
+    if len(site.args) != 2 or not site.shape:
+        return False
+    x, y = site.args
+    return (
+        site.shape_of(x) == site.shape_of(y) == site.shape and not site.is_scalar(x) and not site.is_scalar(y)
+    )
+
+
+def _raise_add(site: Site) -> list:
+    return [((), list(site.args), 0)] if _same_tensors(site) else []
+
+
+def _raise_smul(site: Site) -> list:
+    if len(site.args) != 2 or not site.shape or _same_tensors(site):
+        return []
+    x, y = site.args
+    return [
+        ((), [t, s], 0)
+        for t, s in ((x, y), (y, x))
+        if site.shape_of(t) == site.shape and site.shape_of(s) == () and site.dtype_of(t) == site.dtype
+    ]
+
+
+def _raise_relu(site: Site) -> list:
+    if len(site.args) != 2:
+        return []
+    x, y = site.args
+    return [
+        ((), [t], 0)
+        for t, s in ((x, y), (y, x))
+        if site.shape_of(t) == site.shape and site.dtype_of(t) == site.dtype and site.is_zero(s)
+    ]
+
+
 declare(
     OpSpec(
         "add",
@@ -184,6 +97,7 @@ declare(
         commutative=True,
         lower=lambda p, i, o: ("add", {}),
         doc="elementwise sum of two same-shape tensors",
+        raises={"add": _raise_add},
     )
 )
 declare(
@@ -195,6 +109,7 @@ declare(
         commutative=True,
         lower=lambda p, i, o: ("multiply", {}),
         doc="elementwise product of two same-shape tensors",
+        raises={"multiply": _raise_add},
     )
 )
 declare(
@@ -206,6 +121,7 @@ declare(
         kinds=("any", "scalar"),
         lower=lambda p, i, o: ("multiply", {}),
         doc="a tensor (or scalar) times a scalar (a 0-d operand)",
+        raises={"multiply": _raise_smul},
     )
 )
 declare(
@@ -214,8 +130,10 @@ declare(
         1,
         _unary,
         lambda p, xs, i, o, R: [R.relu(xs[0])],
-        lower=None,  # maximum(x, 0) needs a scalar leaf: convert.py builds it
+        lower=None,  # maximum(x, 0) needs a scalar leaf: the lowering appends it (activation)
         doc="max(x, 0)",
+        raises={"maximum": _raise_relu},
+        activation=lambda p: True,
     )
 )
 
@@ -234,6 +152,28 @@ def _transpose_infer(params: tuple, ins: list[TS]) -> list[TS] | None:
     return [TS(tuple(s), tuple(sp))]
 
 
+def _raise_matmul(site: Site) -> list:
+    ok = (
+        len(site.args) == 2
+        and len(site.shape_of(site.args[1])) == 2
+        and len(site.shape_of(site.args[0])) >= 2
+    )
+    return [((), list(site.args), 0)] if ok else []
+
+
+def _raise_transpose(site: Site) -> list:
+    """A view swapping the last two axes of its whole (contiguous) base."""
+    if len(site.args) != 1:
+        return []
+    bs, v = tuple(site.shape_of(site.args[0])), site.attrs["view"]
+    if len(bs) < 2 or v.offset != 0:
+        return []
+    st, sh = list(c_strides(bs)), list(bs)
+    st[-1], st[-2] = st[-2], st[-1]
+    sh[-1], sh[-2] = sh[-2], sh[-1]
+    return [((), list(site.args), 0)] if tuple(v.shape) == tuple(sh) and tuple(v.strides) == tuple(st) else []
+
+
 def _matmul_infer(params: tuple, ins: list[TS]) -> list[TS] | None:
     x, y = ins
     if len(x.shape) < 2 or len(y.shape) != 2 or x.shape[-1] != y.shape[0]:
@@ -249,6 +189,7 @@ declare(
         lambda p, xs, i, o, R: [R.norm(np.matmul(xs[0], xs[1]))],
         lower=lambda p, i, o: ("matmul", {}),
         doc="(..., m, k) @ (k, n)",
+        raises={"matmul": _raise_matmul},
     )
 )
 declare(
@@ -258,6 +199,7 @@ declare(
         _transpose_infer,
         lambda p, xs, i, o, R: [np.ascontiguousarray(np.swapaxes(xs[0], -1, -2))],
         doc="swap the last two axes (a view in lazygraph)",
+        raises={"view": _raise_transpose},
     )
 )
 
@@ -298,6 +240,53 @@ def _split_infer(params: tuple, ins: list[TS]) -> list[TS] | None:
     return out
 
 
+def _raise_concat(site: Site) -> list:
+    return [((site.attrs["axis"],), list(site.args), 0)] if len(site.args) == 2 else []
+
+
+def _raise_piece(site: Site) -> list:
+    """A slice_axis piece (the search's graphs) starting at 0 or ending at the end: split0 / split1."""
+    a = site.attrs
+    full = site.shape_of(site.args[0])[a["axis"]]
+    out = [((a["axis"],), list(site.args), 0)] if a["start"] == 0 else []
+    return out + ([((a["axis"],), list(site.args), 1)] if a["stop"] == full else [])
+
+
+def view_cut(base: tuple[int, ...], v: Any) -> tuple[int, int, int] | None:
+    """(axis, start, stop) if the view is a contiguous-strided cut of its base along one axis."""
+    bs = tuple(base)
+    if len(v.shape) != len(bs) or tuple(v.strides) != c_strides(bs):
+        return None
+    diff = [k for k, (d, e) in enumerate(zip(v.shape, bs)) if d != e]
+    if len(diff) != 1:
+        return None
+    ax = diff[0]
+    step = c_strides(bs)[ax]
+    if step == 0 or v.offset % step:
+        return None
+    start = v.offset // step
+    return ax, start, start + v.shape[ax]
+
+
+def _raise_cut(site: Site) -> list:
+    """A view cutting its base at the last concat boundary of an axis (recorded graphs: the
+    boundary is the base's split stack, which the reader knows from the term types)."""
+    if len(site.args) != 1:
+        return []
+    base = site.args[0]
+    cut = view_cut(site.shape_of(base), site.attrs["view"])
+    stacks = site.splits_of(base) if cut else None
+    if cut is None or stacks is None or not stacks[cut[0]]:
+        return []
+    ax, start, stop = cut
+    top = stacks[ax][-1]
+    if (start, stop) == (0, top):
+        return [((ax,), [base], 0)]
+    if (start, stop) == (top, site.shape_of(base)[ax]):
+        return [((ax,), [base], 1)]
+    return []
+
+
 def _split_compute(p: tuple, xs: list, i: list[TS], o: list[TS], R: Any) -> list[np.ndarray]:
     a = p[0]
     top = o[0].shape[a]
@@ -314,6 +303,7 @@ declare(
         choices={"axis": (0, 1)},
         lower=lambda p, i, o: ("concat", {"axis": p[0]}),
         doc="two tensors joined along an axis",
+        raises={"concat": _raise_concat},
     )
 )
 declare(
@@ -327,23 +317,9 @@ declare(
         n_out=2,
         out_names=("split0", "split1"),
         doc="the two parts of a tensor cut at its last concat boundary on the axis (slicing views)",
+        raises={"slice_axis": _raise_piece, "view": _raise_cut},
     )
 )
-
-
-def infer(op: str, params: tuple, ins: list[TS]) -> list[TS] | None:
-    """Output types of an application, or None when the shapes or parameters don't fit."""
-    spec = OPS[op]
-    if len(ins) != spec.arity:
-        return None
-    for k, t in enumerate(ins):
-        kind = spec.arg_kind(k)
-        if kind != "any" and (kind == "scalar") != (t.shape == ()):
-            return None
-    try:
-        return spec.infer(tuple(params), ins)
-    except (TypeError, ValueError, IndexError, ZeroDivisionError):
-        return None
 
 
 # The convolution, pooling and constant operators are declared in their own module.

@@ -9,7 +9,7 @@ import numpy as np
 
 from ops.base import REGISTRY
 from ops.window import conv2d_forward
-from optimizer.superopt.opset import TS, OpSpec, declare, plain
+from optimizer.superopt.vocab import TS, OpSpec, Site, declare, pad_word, plain
 
 # ---------------------------------------------------------------------------------------
 # Convolution, pooling, enlarge
@@ -63,6 +63,39 @@ def _conv_lower(p: tuple, i: list[TS], o: list[TS]) -> tuple[str, dict] | None:
     }
 
 
+def _raise_conv(site: Site) -> list:
+    """conv2d without bias or dilation, square stride, 'same' or 'valid' padding."""
+    a = site.attrs
+    if len(site.args) != 2 or tuple(a["dilation"]) != (1, 1):
+        return []
+    s, pad = tuple(a["stride"]), pad_word(a["padding"], site.shape_of(site.args[1])[2:])
+    return [((s[0], pad, "none"), list(site.args), 0)] if s[0] == s[1] and pad is not None else []
+
+
+def _raise_pool(count_pad: bool) -> Callable:
+    def read(site: Site) -> list:
+        """Square kernel and stride, 'same'/'valid' padding; avg counts the padding, max is undilated."""
+        a = site.attrs
+        k, s = tuple(a["kernel_size"]), tuple(a["stride"])
+        pad = pad_word(a["padding"], k)
+        ok = a.get("count_include_pad", True) if count_pad else tuple(a.get("dilation", (1, 1))) == (1, 1)
+        return (
+            [((k[0], s[0], pad), list(site.args), 0)] if ok and k[0] == k[1] and s[0] == s[1] and pad else []
+        )
+
+    return read
+
+
+def _raise_enlarge(site: Site) -> list:
+    """A symmetric zero pad of the two window axes of a square 4-D kernel."""
+    a, shape = site.attrs, site.shape
+    if a.get("mode") != "constant" or len(shape) != 4 or shape[2] != shape[3]:
+        return []
+    w = tuple(tuple(p) for p in a["pad_width"])
+    ok = w[:2] == ((0, 0), (0, 0)) and w[2][0] == w[2][1] and w[3][0] == w[3][1]
+    return [((shape[2],), list(site.args), 0)] if ok and a.get("constant_values", 0) == 0 else []
+
+
 def _pool_infer(params: tuple, ins: list[TS]) -> list[TS] | None:
     k, stride, pad = params
     (x,) = ins
@@ -91,7 +124,7 @@ def _max_compute(p: tuple, xs: list, i: list[TS], o: list[TS], R: Any) -> list[n
     return [R.norm(kern(xs[0], kernel_size=(k, k), stride=(stride, stride), padding=pads, dilation=(1, 1)))]
 
 
-def _pool_lower(name: str) -> Callable:
+def _pool_lower(name: str, count_pad: bool) -> Callable:
     def lower(p: tuple, i: list[TS], o: list[TS]) -> tuple[str, dict]:
         k, stride, pad = p
         attrs: dict[str, Any] = {
@@ -99,7 +132,7 @@ def _pool_lower(name: str) -> Callable:
             "stride": (stride, stride),
             "padding": _pads(pad, (k, k)),
         }
-        attrs.update({"dilation": (1, 1)} if name == "max_pool2d" else {"count_include_pad": True})
+        attrs.update({"count_include_pad": True} if count_pad else {"dilation": (1, 1)})
         return name, attrs
 
     return lower
@@ -128,6 +161,9 @@ declare(
         choices={"stride": (1,), "padding": ("same",), "activation": ("none", "relu")},
         lower=_conv_lower,
         doc="NCHW cross-correlation; groups = C_in / weight.shape[1]; optional fused relu",
+        raises={"conv2d": _raise_conv},
+        activation=lambda p: p[2] == "relu",
+        grouped=True,
     )
 )
 declare(
@@ -138,7 +174,8 @@ declare(
         _avg_compute,
         params=("kernel", "stride", "padding"),
         choices={"kernel": (3,), "stride": (1,), "padding": ("same",)},
-        lower=_pool_lower("avg_pool2d"),
+        lower=_pool_lower("avg_pool2d", True),
+        raises={"avg_pool2d": _raise_pool(True)},
         doc="average pooling (zero padding counted, as a depthwise conv with the pool kernel)",
     )
 )
@@ -150,7 +187,8 @@ declare(
         _max_compute,
         params=("kernel", "stride", "padding"),
         choices={"kernel": (3,), "stride": (1,), "padding": ("same",)},
-        lower=_pool_lower("max_pool2d"),
+        lower=_pool_lower("max_pool2d", False),
+        raises={"max_pool2d": _raise_pool(False)},
         doc="max pooling",
     )
 )
@@ -164,6 +202,7 @@ declare(
         choices={"kernel": (3,)},
         lower=lambda p, i, o: ("pad", {"pad_width": _enlarge_widths(i[0].shape, p[0]), "mode": "constant"}),
         doc="a conv kernel zero-padded to a larger odd window (centered)",
+        raises={"pad": _raise_enlarge},
     )
 )
 

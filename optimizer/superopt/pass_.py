@@ -15,23 +15,22 @@ recorded for a backward pass, and graphs that write buffers, are training steps 
 alone. Merged weights pay off only because the fold pass memoizes their concatenation, which
 holds only while the weights do not change between evaluations.
 
-Settings (read at each optimization): LAZYGRAPH_SUPEROPT=0 turns the pass off (an entry
-already cached keeps its rewrite); LAZYGRAPH_SUPEROPT_SECONDS (default 0.5) and
-LAZYGRAPH_SUPEROPT_GRAPHS (default 100) bound the search; LAZYGRAPH_SUPEROPT_COST picks the
-cost model (`analytic`, the default: no timing during evaluation; `measured`).
+Settings (`ops.settings.SETTINGS`, from LAZYGRAPH_SUPEROPT*): `superopt` off turns the pass
+off (an entry already cached keeps its rewrite); `superopt_seconds` (default 0.5) and
+`superopt_graphs` (default 100) bound the search; `superopt_cost` picks the cost model
+(`analytic`, the default: no timing during evaluation; `measured`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from cache.graph import Graph, QNode
-from cache.recipe import Recipe, register_constructor
-from ops import settings
+from cache.recipe import Recipe
+from ops.settings import SETTINGS
 from ops.views import View
 from optimizer.registry import register_pass
 from optimizer.superopt.apply import SGraph
@@ -48,22 +47,13 @@ COUNTS = {"searches": 0, "rewrites": 0, "errors": 0}
 
 
 def enabled() -> bool:
-    """LAZYGRAPH_SUPEROPT=0 turns the pass off."""
-    return os.environ.get("LAZYGRAPH_SUPEROPT", "1") != "0"
-
-
-def _number(name: str, default: float) -> float:
-    """A numeric setting >= 0; a malformed value is an error naming the setting (ops/settings.py)."""
-    return float(settings.number(name, default, minimum=0))
+    """The `superopt` setting (LAZYGRAPH_SUPEROPT=0 turns the pass off)."""
+    return bool(SETTINGS.superopt)
 
 
 def _settings() -> tuple[float, int, str]:
-    cost = os.environ.get("LAZYGRAPH_SUPEROPT_COST", "analytic")
-    return (
-        _number("LAZYGRAPH_SUPEROPT_SECONDS", 0.5),
-        int(_number("LAZYGRAPH_SUPEROPT_GRAPHS", 100)),
-        cost if cost in ("analytic", "measured") else "analytic",
-    )
+    """The search's bounds and cost model from the settings object."""
+    return float(SETTINGS.superopt_seconds), int(SETTINGS.superopt_graphs), str(SETTINGS.superopt_cost)
 
 
 _STAGES: list[list[Rule]] | None = None
@@ -200,7 +190,7 @@ def _new(
     return g.new(op, ins, {k: ("const", v) for k, v in attrs.items()}, ("const", tuple(shape)), dtype)
 
 
-def _build_view(recipe: Recipe, artifacts: dict) -> Callable:
+def build_view(recipe: Recipe, artifacts: dict) -> Callable:
     """A view made by a rewrite (its View travels as JSON data)."""
     from ops.views import materialize
 
@@ -211,9 +201,6 @@ def _build_view(recipe: Recipe, artifacts: dict) -> Callable:
         return materialize(base, view)
 
     return run
-
-
-register_constructor("superopt_view", _build_view)
 
 
 def optimize_graph(g: Graph, seconds: float, graphs: int, cost: str) -> SearchResult:

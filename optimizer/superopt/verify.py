@@ -43,7 +43,7 @@ def symbol(op: str, out: int = 0, sorts: tuple = ()) -> z3.FuncDeclRef:
         name += "_s"
     f = _FUNCS.get(name)
     if f is None:
-        n_int = len(spec.params) + (1 if op == "conv2d" else 0)
+        n_int = len(spec.params) + (1 if spec.grouped else 0)
         f = z3.Function(name, *([z3.IntSort()] * n_int + arg_sorts + [result]))
         _FUNCS[name] = f
     return f
@@ -69,7 +69,7 @@ def encode_sexpr(e: SExpr, env: dict[str, Any], groups: z3.ArithRef) -> z3.ExprR
         name, out = PROJECTIONS[name]
     spec = OPS[name]
     k = len(spec.params)
-    ints = [_param(p, env) for p in e[1 : 1 + k]] + ([groups] if name == "conv2d" else [])
+    ints = [_param(p, env) for p in e[1 : 1 + k]] + ([groups] if spec.grouped else [])
     args = [encode_sexpr(a, env, groups) for a in e[1 + k :]]
     return symbol(name, out, tuple(a.sort() for a in args))(*ints, *args)
 

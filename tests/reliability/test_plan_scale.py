@@ -16,7 +16,7 @@ import lazygraph as lg
 from cache.graph import Graph
 from cache.key import walk
 from jit import fusion
-from lazygraph import executor
+from lazygraph.engine import evaluate as evaluation
 from optimizer.schedule import Dag, best_order, peak_memory
 from optimizer.schedule.portfolio import BOUND_MAX_NODES, simple_bound
 
@@ -81,7 +81,7 @@ def _fused_order(links: int) -> list:
     for _ in range(links):
         x = lg.tanh(x) * 0.5 + x
     grad = lg.grad(x.sum(), [p])[0]
-    return executor.schedule([grad.node])
+    return evaluation.schedule([grad.node])
 
 
 def test_fusion_merge_work_is_linear() -> None:

@@ -10,7 +10,8 @@ import pytest
 
 import lazygraph as lg
 from lazygraph import __main__ as cli
-from lazygraph import debug, executor, jitpass, memplan
+from lazygraph import debug
+from lazygraph.engine import ENGINE, memory
 from ops import settings, storage
 from ops.settings import SettingError
 from optimizer.superopt import pass_ as superopt_pass
@@ -54,7 +55,7 @@ def test_good_cache_limits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_cli_reports_a_bad_limit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("LAZYGRAPH_CACHE_LIMIT_MB", "inf")
-    monkeypatch.setattr(executor, "_disk", None)
+    monkeypatch.setattr(ENGINE, "_disk", None)
     assert cli.main(["cache", "stats"]) == 2
     err = capsys.readouterr().err
     assert "LAZYGRAPH_CACHE_LIMIT_MB='inf' is not valid" in err
@@ -64,10 +65,15 @@ def test_the_cli_reports_a_bad_limit(monkeypatch: pytest.MonkeyPatch, capsys: py
     ("name", "read", "bad", "good"),
     [
         ("LAZYGRAPH_DEBUG", debug.level, ["abc", "-1", "1.5", "9"], [("", 0), ("3", 3)]),
-        ("LAZYGRAPH_JIT_MIN_SIZE", jitpass.min_size, ["abc", "-1", "1e3", "inf"], [("0", 0), ("100", 100)]),
+        (
+            "LAZYGRAPH_JIT_MIN_SIZE",
+            lambda: settings.SETTINGS.jit_min_size,
+            ["abc", "-1", "1e3", "inf"],
+            [("0", 0), ("100", 100)],
+        ),
         (
             "LAZYGRAPH_SCHEDULE_BUDGET",
-            memplan.budget,
+            memory.budget,
             ["inf", "nan", "-0.1", "soon"],
             [("0", 0.0), ("1.5", 1.5)],
         ),

@@ -26,11 +26,11 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
-from cache import disk, recipe
-from jit import compile_c, kernel
+from cache import disk
+from jit import backend, compile_c, kernel
 from jit import store as kstore
 from lazygraph import __main__ as cli
-from lazygraph import executor, jitpass
+from lazygraph.engine import ENGINE, region_check
 from ops import storage
 
 pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler for fused kernels")
@@ -41,9 +41,9 @@ N = 3000
 def forget() -> None:
     """Drop this process's graphs and kernels, so the next evaluation reads the disk."""
     lg.cache.clear(disk=False)
-    compile_c._loaded.clear()
+    backend.get("cpu").drop_loaded()
     kernel._kernels.clear()
-    jitpass._kernels.clear()
+    ENGINE.regions.clear()
 
 
 @pytest.fixture
@@ -401,8 +401,7 @@ def test_an_edited_kernel_description_is_dropped_not_run(root: Path, monkeypatch
 
     # control: without the check the edited entry loads and computes x + y + ... wrongly
     graph.write_bytes(edited)
-    monkeypatch.setattr(recipe, "VALIDATORS", {})
-    monkeypatch.setattr(sys.modules["cache.plan"], "VALIDATORS", {})
+    monkeypatch.setattr(region_check, "check_regions", lambda tg, tokens: None)
     forget()
     x, y, z = data()
     got = ((lg.asarray(x) + lg.asarray(y)) * 2.0 - lg.asarray(z)).numpy()
@@ -437,7 +436,7 @@ def test_the_limit_covers_kernels_least_recently_used_out(
     so_bytes = entries(root)[1][0].stat().st_size
     limit = 4 * so_bytes  # room for about three kernels and their graphs
     monkeypatch.setenv("LAZYGRAPH_CACHE_LIMIT_MB", str(limit / 2**20))
-    monkeypatch.setattr(executor, "_disk", None)
+    monkeypatch.setattr(ENGINE, "_disk", None)
     for k in range(1, 9):
         check_fused(k)
         assert storage.usage(root)["bytes"] <= limit
@@ -487,8 +486,12 @@ def test_the_version_tag_covers_every_file_that_shapes_a_plan(tmp_path: Path) ->
     for pkg in storage.TAG_PACKAGES:
         shutil.copytree(here / pkg, base / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.npz"))
     names = {f.relative_to(base).as_posix() for f in storage.tag_files(base)}
-    assert {"lazygraph/executor.py", "lazygraph/jitpass.py", "optimizer/superopt/rules.json"} <= names
-    assert {"ops/storage.py", "jit/render_c.py", "cache/plan.py", "optimizer/passes.py"} <= names
+    assert {
+        "lazygraph/engine/evaluate.py",
+        "lazygraph/engine/lower_fusion.py",
+        "optimizer/superopt/rules.json",
+    } <= names
+    assert {"ops/storage.py", "jit/render_c.py", "cache/tgraph.py", "optimizer/passes.py"} <= names
     tag = storage.version_tag(["v"], base)
     assert storage.version_tag(["v"], base) == tag
     assert storage.version_tag(["w"], base) != tag
@@ -497,7 +500,7 @@ def test_the_version_tag_covers_every_file_that_shapes_a_plan(tmp_path: Path) ->
     (base / "jit" / "__pycache__").mkdir(exist_ok=True)
     (base / "jit" / "__pycache__" / "x.py").write_text("")
     assert storage.version_tag(["v"], base) == tag
-    for f in ("lazygraph/jitpass.py", "optimizer/superopt/rules.json"):
+    for f in ("lazygraph/engine/lower_fusion.py", "optimizer/superopt/rules.json"):
         p = base / f
         old = p.read_bytes()
         p.write_bytes(old.replace(b"{", b"{ ", 1) if f.endswith(".json") else old + b"\n# edited\n")

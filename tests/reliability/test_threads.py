@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
-from lazygraph import executor, nn
+from lazygraph import nn
+from lazygraph.engine import threads
 
 THREADS = 8
 
@@ -124,7 +125,7 @@ def test_backward_in_one_thread_stays_out_of_another() -> None:
 
     def thread_a() -> None:
         w, loss = record()  # backward() defers the loss to this thread's next evaluation point
-        seen["deferred_in_a"] = [s.node for s in executor.deferred()]
+        seen["deferred_in_a"] = [s.node for s in threads.deferred()]
         seen["loss_node"] = loss.node
         recorded.set()
         b_done.wait(10)
@@ -135,7 +136,7 @@ def test_backward_in_one_thread_stays_out_of_another() -> None:
 
     def thread_b() -> None:
         recorded.wait(10)
-        seen["deferred_in_b"] = executor.deferred()
+        seen["deferred_in_b"] = threads.deferred()
         before = lg.cache.stats(per_entry=False)["evaluations"]
         seen["b"] = (lg.asarray(x) * 2).sum().numpy()
         seen["b_evaluations"] = lg.cache.stats(per_entry=False)["evaluations"] - before

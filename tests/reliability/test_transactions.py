@@ -13,7 +13,9 @@ import pytest
 
 import lazygraph as lg
 import lazygraph.nn.functional as F
-from lazygraph import executor, nn, txn
+from lazygraph import nn, txn
+from lazygraph.engine import evaluate as evaluation
+from lazygraph.engine import threads
 from ops.base import REGISTRY
 
 HERE = os.path.basename(__file__)
@@ -98,8 +100,8 @@ def test_failure_on_a_cache_hit_and_on_a_miss(monkeypatch: pytest.MonkeyPatch) -
         return b, line
 
     misses = []
-    real_miss = executor._miss
-    monkeypatch.setattr(executor, "_miss", lambda *a: misses.append(1) or real_miss(*a))
+    real_miss = evaluation._miss
+    monkeypatch.setattr(evaluation, "_miss", lambda *a: misses.append(1) or real_miss(*a))
     lg.cache.clear(disk=False)
     for k in range(3):  # miss, then hits of the same structure
         before = len(misses)
@@ -343,7 +345,7 @@ def test_history_is_bounded() -> None:
 def test_deferred_values_that_do_not_depend_on_the_failure_stay_deferred() -> None:
     x = _evaluated([1.0, 2.0])
     kept = x * 3.0
-    executor.defer(kept._storage)
+    threads.defer(kept._storage)
     with pytest.raises(IndexError):
         x[lg.asarray(np.array([4]))].numpy()
-    assert kept._storage in executor.deferred()
+    assert kept._storage in threads.deferred()

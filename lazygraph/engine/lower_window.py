@@ -1,4 +1,4 @@
-"""Compiled window kernels in the evaluation path: the `jit_window` pass and its steps.
+"""Window lowering: pooling and training convolutions in Q become compiled window steps.
 
 The pass replaces max pooling and its gradient (jit/window.py), and in training the
 convolution, its weight gradient and its input gradient (jit/conv.py: im2col chunks that
@@ -12,7 +12,7 @@ weight gradient (inference) stays with the library pass and its epilogue fusion.
 Each step runs its compiled kernel, or the operator's NumPy kernel where that does not
 apply: shapes it does not cover (decided per launch, so no size guards), arrays under
 LAZYGRAPH_JIT_MIN_SIZE elements, LAZYGRAPH_JIT=0, no C compiler. It takes the
-executor's planned buffer through `out=` like a fused region (lazygraph/memplan.py).
+planner's buffer through `out=` like a fused region (memory.py). compile.py installs the pass.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from cache.graph import Graph, QNode
-from cache.recipe import Recipe, RecipeError, register_constructor
-from jit import conv, kernel, window
-from lazygraph.jitpass import min_size
+from cache.recipe import Recipe, RecipeError
+from jit import conv, window
+from lazygraph.engine.program import Kernel
 from ops.base import REGISTRY
-from optimizer.registry import PASSES, register_pass, unregister_pass
+from ops.settings import SETTINGS
+from optimizer.registry import Pass
 
 #: after constant folding (150), before library substitution (100)
 PRIORITY = 110
@@ -74,7 +75,7 @@ def _lowerable(g: Graph) -> list[QNode]:
 
 
 def _condition(g: Graph) -> bool:
-    return kernel.enabled() and window.available() and bool(_lowerable(g))
+    return SETTINGS.jit and window.available() and bool(_lowerable(g))
 
 
 def jit_window(g: Graph) -> bool:
@@ -91,40 +92,40 @@ def jit_window(g: Graph) -> bool:
     return bool(mapping)
 
 
-def _build_window(recipe: Recipe, artifacts: dict) -> Callable:
-    """The compiled kernel where it applies, else the operator's own kernel."""
-    name = str(recipe.op)
-    compiled = KERNELS.get(name)
-    if compiled is None or name not in REGISTRY:
-        raise RecipeError(f"no compiled window kernel for {name!r}")
-    reference = REGISTRY[name].kernel
+#: the lowering pass compile.py installs
+PASS = Pass("jit_window", PRIORITY, jit_window, _condition)
 
-    def run(*args: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
-        if kernel.enabled() and window.available() and max(np.size(a) for a in args) >= min_size():
-            v = compiled(*args, out=out, **attrs)
+
+class WindowKernel(Kernel):
+    """A window operator's step: its compiled kernel where it applies, else the NumPy kernel."""
+
+    __slots__ = ("compiled", "reference")
+
+    def __init__(self, compiled: Callable, reference: Callable) -> None:
+        self.compiled = compiled
+        self.reference = reference
+
+    def run(self, *args: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+        """The operator's value (into `out` when given)."""
+        if SETTINGS.jit and window.available() and max(np.size(a) for a in args) >= SETTINGS.jit_min_size:
+            v = self.compiled(*args, out=out, **attrs)
             if v is not None:
                 return v
-        v = np.asarray(reference(*args, **attrs))
+        v = np.asarray(self.reference(*args, **attrs))
         if out is not None:
             np.copyto(out, v)
             return out
         return v
 
-    return run
+    def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable:
+        """Both paths write where they are pointed."""
+        return self.run
 
 
-register_constructor("jit_window", _build_window)
-
-
-def install() -> None:
-    """Register the pass (steps it made can always be rebuilt from cached plans)."""
-    if "jit_window" not in PASSES:
-        register_pass("jit_window", PRIORITY, _condition)(jit_window)
-
-
-def uninstall() -> None:
-    """Remove the pass (plans already cached keep their window steps)."""
-    unregister_pass("jit_window")
-
-
-install()  # on by default: LAZYGRAPH_JIT=0 turns it off per evaluation
+def build_window(recipe: Recipe, artifacts: dict) -> WindowKernel:
+    """The `jit_window` constructor: the operator's compiled kernel, with its own as the fallback."""
+    name = str(recipe.op)
+    compiled = KERNELS.get(name)
+    if compiled is None or name not in REGISTRY:
+        raise RecipeError(f"no compiled window kernel for {name!r}")
+    return WindowKernel(compiled, REGISTRY[name].kernel)

@@ -1,13 +1,12 @@
 """Fused regions read from disk are checked against the key they are stored under.
 
 A graph entry describes each fused region (operators, attributes, dtypes, unit axes, how the
-members connect: lazygraph/jitpass.py `describe`) and the kernel is built from that
-description, so an edited description whose digest and entry checksum were recomputed would
-compute something else, silently. The fusion pass also records which P node each member
-copies; `_check_regions` (run by `TransformationGraph.from_json` on every load from disk)
-compares the description with those nodes' tokens in the structural key, which the loader
-has already compared with the live graph. A mismatch is a RecipeError: the entry is dropped
-and rebuilt.
+members connect: lower_fusion.py `describe`) and the kernel is built from that description,
+so an edited description whose digest and entry checksum were recomputed would compute
+something else, silently. The fusion pass also records which P node each member copies;
+`check_regions` (run by compile.py on every transformation graph read from disk) compares the
+description with those nodes' tokens in the structural key, which the loader has already
+compared with the live graph. A mismatch is a RecipeError: the entry is dropped and rebuilt.
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ import json
 from typing import Any
 
 from cache.key import attrs_key, is_leaf_token
-from cache.recipe import RecipeError, register_validator
-from lazygraph.jitpass import _dec
+from cache.recipe import RecipeError
+from lazygraph.engine.lower_fusion import decode_attr
 from ops.base import REGISTRY
 
 
@@ -52,8 +51,9 @@ def _same_structure(tokens: tuple, s: int, t: int) -> bool:
 def _check_input(desc: dict, tokens: tuple, tg: Any, q: int) -> None:
     """A region input's kind, dtype and unit axes must be those of the Q node feeding it."""
     node = tg.nodes[q]
-    if node[0] == "new":
-        if node[1].dtype != desc["dtype"]:
+    if node[0] in ("new", "out"):
+        dtype = node[1].dtype if node[0] == "new" else node[4]
+        if dtype != desc["dtype"]:
             raise RecipeError("a JIT region input's dtype differs from its producer's")
         return
     tok = tokens[node[1]]
@@ -63,7 +63,7 @@ def _check_input(desc: dict, tokens: tuple, tg: Any, q: int) -> None:
         raise RecipeError("a JIT region input's dtype or shape differs from the key's")
 
 
-def _check_regions(tg: Any, tokens: tuple) -> None:
+def check_regions(tg: Any, tokens: tuple) -> None:
     """Each fused region's stored description must be the structure of the P nodes it replaces.
 
     The description is what the kernel is built from, so an edited one (with its digest and the
@@ -76,26 +76,16 @@ def _check_regions(tg: Any, tokens: tuple) -> None:
     recipes are as trusted as every other New node's (the store's ownership is the defence).
     """
     regions = tg.artifacts.get("jit_regions")
-    leaders: dict[int, dict] = {}
-    picks: dict[int, dict[int, int]] = {}
-    for q, n in enumerate(tg.nodes):
-        if n[0] != "new" or n[1].ctor != "jit_region":
-            continue
-        data = n[1].data
-        if not isinstance(data, dict) or type(data.get("out")) is not int:
-            raise RecipeError("JIT region recipe without an output number")
-        if data["out"] == 0:
-            leaders[q] = data
-        elif len(n[2]) == 1:
-            picks.setdefault(n[2][0], {})[data["out"]] = q
-        else:
-            raise RecipeError("a JIT region's further output must read its first output")
+    leaders = {q: n[1].data for q, n in enumerate(tg.nodes) if n[0] == "new" and n[1].ctor == "jit_region"}
+    further = tg.further_outputs()
     if not leaders:
         return
     if not isinstance(regions, dict):
         raise RecipeError("JIT region steps without region descriptions")
     try:
         for q, data in leaders.items():
+            if not isinstance(data, dict):
+                raise RecipeError("JIT region recipe without its data")
             desc = regions[data["region"]]
             members, ins = data["members"], tg.nodes[q][2]
             inputs, dmembers, outputs = desc["inputs"], desc["members"], desc["outputs"]
@@ -106,7 +96,7 @@ def _check_regions(tg: Any, tokens: tuple) -> None:
                 raise RecipeError("a JIT region names P nodes outside the key")
             for d, qi in zip(inputs, ins):
                 _check_input(d, tokens, tg, qi)
-            steps = {0: q, **picks.get(q, {})}
+            steps = {0: q, **{tg.nodes[r][2]: r for r in further.get(q, ())}}
             out_of = {idx: j for j, idx in enumerate(outputs)}
             origin = {p: n_in + m for m, p in enumerate(members) if p >= 0}
             used = {i for d in dmembers for i in d["ins"]} | set(outputs)
@@ -118,7 +108,7 @@ def _check_regions(tg: Any, tokens: tuple) -> None:
                     raise RecipeError(f"JIT region member {m} is not the key's {tok[0]} node")
                 if _ones(tok[2]) != list(d["ones"]) or len(tok[4]) != len(d["ins"]):
                     raise RecipeError(f"JIT region member {m}'s shape or inputs differ from the key's")
-                attrs = {str(k): _dec(v) for k, v in d["attrs"].items()}
+                attrs = {str(k): decode_attr(v) for k, v in d["attrs"].items()}
                 if _form(attrs_key(REGISTRY[d["op"]], attrs)) != _form(tok[3]):
                     raise RecipeError(f"JIT region member {m}'s attributes differ from the key's")
                 for s, ref in zip(tok[4], d["ins"]):
@@ -141,7 +131,7 @@ def _check_regions(tg: Any, tokens: tuple) -> None:
                 j = out_of.get(n_in + m)
                 if p >= 0 and tg.pmap[p] != (steps.get(j, tg.pmap[p]) if j is not None else -1):
                     raise RecipeError(f"JIT region member {m} is not where the key's node is held")
-            if any(not n_in <= i < n_in + len(members) for i in outputs) or not set(steps) <= set(
+            if any(not n_in <= i < n_in + len(members) for i in outputs) or set(steps) != set(
                 range(len(outputs))
             ):
                 raise RecipeError("a JIT region output is not one of its members")
@@ -149,6 +139,3 @@ def _check_regions(tg: Any, tokens: tuple) -> None:
         if isinstance(e, RecipeError):
             raise
         raise RecipeError(f"bad JIT region description: {type(e).__name__}: {e}") from None
-
-
-register_validator("jit_region", _check_regions)

@@ -1,16 +1,18 @@
-"""Memory accounting for one run of a plan, and the buffer layout a run follows.
+"""Memory accounting for one run of a program, and the buffer layout a run follows.
 
-`Meter` is the measurement: it counts the bytes of the buffers a run holds, as the run
-allocates and frees them (a buffer is the NumPy array that owns the memory, so a view or an
+`Meter` is the measurement, a hook the program's observed run calls (program.py): it counts
+the bytes of the buffers a run holds, as the run allocates and frees them (a buffer is the NumPy array that owns the memory, so a view or an
 in-place write adds nothing, and a buffer is released when no value of the run refers to it
 any more; buffers the user already held, the leaves, are not counted). It also records what
-the planner needs to predict the next runs: each step's output bytes (shape x itemsize) and
-which input's buffer the output shares, if any (a view; `reshape` and a few kernels decide that
-by the data layout, so it is observed rather than assumed).
+the planner needs to predict the next runs, per value the run computes (a step with several outputs has
+several; they are numbered in run order, `Program.first_value`): its bytes (shape x itemsize)
+and which input's buffer it shares, if any (a view; `reshape` and a few kernels decide that by
+the data layout, so it is observed rather than assumed).
 
-`Layout` is plain data made from a metered run by the executor's planner: which planned
-buffer each step may write into (`take`, through the kernel's `out=`) and which buffers are
-kept for a later step when their last value dies (`give`), plus the predicted peak bytes.
+`Layout` is plain data made from a metered run by the planner (memory.py): which planned
+buffer each step may write its first output into (`take`, through the kernel's `out=`) and
+which buffers are kept for a later step when their last value dies (`give`), plus the
+predicted peak bytes.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class Layout:
         predicted: int,
         into: list[Any],
     ) -> None:
-        self.key = key  # (step bytes, step aliases, step dtypes) the layout was planned for
+        self.key = key  # (value bytes, value aliases, value dtypes) the layout was planned for
         self.take = take  # step -> planned buffer it writes into when it holds one, else -1
         self.into = into  # step -> the kernel called with out= when it takes a buffer (else None)
         self.give = give  # step -> (slot, buffer): after the step, keep the slot's buffer for reuse
@@ -73,22 +75,22 @@ class Meter:
         "inplace",
     )
 
-    def start(self, plan: Any, vals: list) -> None:
-        """Begin a run of `plan` whose leaves are bound in `vals`."""
+    def start(self, program: Any, vals: list) -> None:
+        """Begin a run of `program` whose leaves are bound in `vals`."""
         self.held = 0  # bytes of buffers the run's values refer to
         self.idle = 0  # bytes of freed buffers kept for a later step
         self.peak = 0
         self.owners: dict[int, list[int]] = {}  # id(buffer) -> [values referring to it, bytes]
-        self.slot_owner = [0] * plan.size
-        self.leaf_ids = {id(owner(vals[q])) for q, _ in plan.leaves if type(vals[q]) is np.ndarray}
-        n = len(plan.steps)
+        self.slot_owner = [0] * program.size
+        self.leaf_ids = {id(owner(vals[q])) for q, _ in program.leaves if type(vals[q]) is np.ndarray}
+        n = program.n_values
         self.sizes = [0] * n
         self.aliases = [-1] * n
         self.dtypes = [""] * n
         self.reused = self.inplace = 0
 
-    def step(self, i: int, v: np.ndarray, ins: tuple, out: int, shape: tuple, dtype: np.dtype) -> None:
-        """Step i stored v in slot `out`: count its buffer if it is a new one."""
+    def value(self, i: int, v: np.ndarray, ins: tuple, out: int, shape: tuple, dtype: np.dtype) -> None:
+        """Value i (of a step reading `ins`) was stored in slot `out`: count its buffer if it is new."""
         self.sizes[i] = prod(shape) * dtype.itemsize
         self.dtypes[i] = dtype.str
         o = owner(v)
@@ -108,6 +110,14 @@ class Meter:
         live = self.held + self.idle
         if live > self.peak:
             self.peak = live
+
+    def took(self, buf: np.ndarray) -> None:
+        """A step writes into an idle pooled buffer: it is counted again when its value is stored."""
+        self.idle -= buf.nbytes
+
+    def pooled(self, buf: np.ndarray) -> None:
+        """A freed buffer is kept idle for a later step."""
+        self.idle += buf.nbytes
 
     def drop(self, slot: int) -> None:
         """The run let go of a slot's value: its buffer is released with its last value."""

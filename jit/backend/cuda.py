@@ -1,0 +1,178 @@
+"""The CUDA backend: CuPy buffers, NVRTC through pynvrtc, RawModule launches, cuBLAS via CuPy.
+
+- Allocator: CuPy arrays.
+- Compiler: jit/nvrtc.py (CUDA C rendered by jit/render_cuda.py -> a CUBIN for the device's
+  architecture, or PTX; without a device, PTX for the oldest supported one, which is how CI
+  checks that every kernel compiles). Needs pynvrtc and libnvrtc only, not CuPy.
+- Loader: the image is loaded by CuPy's RawModule; a program passes the kernel ABI as separate
+  parameters: the arrays, the int64 sizes and strides, then each scalar as double or int64
+  in the order the renderer declared them (`scalars` at load time).
+- Library calls: GEMM is cupy.matmul (cuBLAS); the epilogue runs in place with CuPy. The
+  convolutions and max pooling run on the host through the CPU backend (a copy each way)
+  until cuDNN bindings take their place.
+
+All CuPy calls live in jit/backend/cuda_cupy.py, imported on first use: this module imports,
+and compiles, on machines without CuPy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from jit import nvrtc
+from jit.runtime import Backend, Binary, Program, ScalarSlots
+
+_UNPROBED = object()
+
+
+def _rt() -> ModuleType:
+    from jit.backend import cuda_cupy
+
+    return cuda_cupy
+
+
+class CudaProgram(Program):
+    """A kernel function loaded by CuPy, launched with separate typed parameters."""
+
+    __slots__ = ("fn", "scalars")
+
+    def __init__(self, fn: Any, scalars: ScalarSlots) -> None:
+        self.fn = fn
+        self.scalars = scalars
+
+    def __call__(
+        self,
+        arrays: Sequence[Any],
+        ints: Sequence[int],
+        fs: Sequence[float] = (),
+        is_: Sequence[int] = (),
+        grid: int = 1,
+        block: int = 1,
+    ) -> None:
+        """Queue one launch on CuPy arrays."""
+        args: list[Any] = list(arrays) + [np.int64(i) for i in ints]
+        args += [np.float64(fs[k]) if kind == "f" else np.int64(is_[k]) for kind, k in self.scalars]
+        _rt().launch(self.fn, grid, block, args)
+
+
+class CudaBackend(Backend):
+    """The CUDA backend (module docstring)."""
+
+    name = "cuda"
+    language = "cuda"
+
+    def __init__(self) -> None:
+        self._functions: dict[tuple[str, str], Any] = {}
+        self._arch: Any = _UNPROBED
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _have_cupy() -> bool:
+        return importlib.util.find_spec("cupy") is not None
+
+    # -- allocator ------------------------------------------------------------------------
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """cupy.empty."""
+        return _rt().empty(shape, dtype)
+
+    def to_device(self, host: Any) -> Any:
+        """cupy.asarray (a copy to the device unless `host` is a CuPy array already)."""
+        return _rt().to_device(host)
+
+    def to_host(self, x: Any) -> np.ndarray:
+        """cupy.asnumpy."""
+        return _rt().to_host(x)
+
+    def is_buffer(self, x: Any) -> bool:
+        """A CuPy array."""
+        return self._have_cupy() and isinstance(x, _rt().ndarray)
+
+    def may_share(self, a: Any, b: Any) -> bool:
+        """cupy.may_share_memory."""
+        return _rt().may_share(a, b)
+
+    # -- compiler, loader -----------------------------------------------------------------
+    def device_arch(self) -> int | None:
+        """The device's compute capability (e.g. 90), or None without CuPy or a device (probed once)."""
+        if self._arch is _UNPROBED:
+            self._arch = _rt().device_arch() if self._have_cupy() else None
+        return self._arch
+
+    def available(self) -> bool:
+        """True when NVRTC compiles and CuPy sees a device to run on."""
+        return nvrtc.available() and self.device_arch() is not None
+
+    def compile(self, source: str, name: str = "kernel") -> Binary:
+        """PTX or a CUBIN for this machine's device (or compile-only PTX without one), via NVRTC."""
+        return nvrtc.compile_cuda(source, f"{name}.cu", device=self.device_arch())
+
+    def load(self, binary: Binary, entry: str = "lg_kernel", scalars: ScalarSlots = ()) -> CudaProgram:
+        """The program of `entry` in `binary` (each image loaded once)."""
+        fn = self._functions.get((binary.key, entry))
+        if fn is None:
+            with self._lock:
+                fn = self._functions.get((binary.key, entry))
+                if fn is None:
+                    fn = self._functions[(binary.key, entry)] = _rt().load_function(
+                        binary.data, binary.kind, entry
+                    )
+        return CudaProgram(fn, scalars)
+
+    # -- library calls --------------------------------------------------------------------
+    def gemm(self, a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, out: Any = None) -> Any:
+        """cupy.matmul (cuBLAS; a transposed view reaches it as a transpose flag)."""
+        rt = _rt()
+        return rt.matmul(rt.swapaxes(a) if trans_a else a, rt.swapaxes(b) if trans_b else b, out=out)
+
+    def epilogue(self, y: Any, bias: Any = None, relu: bool = False) -> Any:
+        """In place on the device: y += bias, then y = max(y, 0)."""
+        if bias is not None:
+            _rt().add(y, bias)
+        if relu:
+            _rt().relu(y)
+        return y
+
+    def _on_host(self, call: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
+        """The CPU backend's library call on host copies, its result copied back (into `out`)."""
+        from jit.backend import get
+
+        host = [None if a is None else self.to_host(a) for a in args]
+        v = self.to_device(getattr(get("cpu"), call)(*host, exact=exact, **attrs))
+        if out is None:
+            return v
+        _rt().copyto(out, v)
+        return out
+
+    def conv2d(
+        self, x: Any, w: Any, b: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
+    ) -> Any:
+        """On the host (CPU backend) for now; see the module docstring."""
+        return self._on_host("conv2d", (x, w, b), out, exact, attrs)
+
+    def conv2d_grad_input(
+        self, g: Any, w: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any
+    ) -> Any:
+        """On the host (CPU backend) for now."""
+        return self._on_host("conv2d_grad_input", (g, w, x), out, exact, attrs)
+
+    def conv2d_grad_weight(
+        self, g: Any, x: Any, w: Any, *, out: Any = None, exact: bool = True, **attrs: Any
+    ) -> Any:
+        """On the host (CPU backend) for now."""
+        return self._on_host("conv2d_grad_weight", (g, x, w), out, exact, attrs)
+
+    def max_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """On the host (CPU backend) for now."""
+        return self._on_host("max_pool2d", (x,), out, exact, attrs)
+
+    def max_pool2d_grad(
+        self, g: Any, x: Any, y: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
+    ) -> Any:
+        """On the host (CPU backend) for now."""
+        return self._on_host("max_pool2d_grad", (g, x, y), out, exact, attrs)

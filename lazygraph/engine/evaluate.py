@@ -1,0 +1,253 @@
+"""Evaluation: key the graph, look it up, compile it on a miss, run it, memoize the results.
+
+Each evaluation walks the graph behind the requested roots once (`cache.key.walk`), which
+numbers the nodes and builds the structural key. A key seen before (in this process, or on
+disk from an earlier one) gives its program at once: no pass runs, the program binds the new
+graph's leaves and runs its steps. A new key is compiled (compile.py: passes, lowering,
+program, order) and stored. `LAZYGRAPH_CACHE=0` turns the cache off (every evaluation
+compiles), `=memory` keeps it in this process only; `LAZYGRAPH_OPTIMIZE=0` runs no passes.
+A failed evaluation changes nothing (attempt.py, lazygraph/txn.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cache.explain import explain_miss, memory_lines
+from cache.key import Walk, walk
+from cache.store import Entry, key_json
+from lazygraph import debug, txn
+from lazygraph.engine import compile as compiler
+from lazygraph.engine import memory
+from lazygraph.engine.attempt import Attempt, memoized, realize_kept
+from lazygraph.engine.meter import Meter
+from lazygraph.engine.program import Program
+from lazygraph.engine.state import ENGINE, Engine
+from lazygraph.engine.threads import RECORDING
+from ops.node import Node
+from ops.settings import SETTINGS
+from optimizer.rewrite.report import REPORT
+
+_OUTCOME = {"hit": "hit", "disk": "disk hit", "miss": "miss", "off": "uncached"}
+
+
+def schedule(roots: Sequence[Node]) -> list[Node]:
+    """Unevaluated nodes reachable from `roots`, inputs before consumers (the key's order)."""
+    w = walk(roots)
+    return [w.nodes[s] for s in w.interior]
+
+
+def _memory_key(w: Walk, opt: bool, sched: bool) -> tuple:
+    """The in-process key, marked when the optimizer or planner is off."""
+    key = w.key if opt else (*w.key, -2)
+    return key if sched else (*key, -3)
+
+
+def _structural(w: Walk, opt: bool, sched: bool) -> tuple:
+    """The process-independent key (tokens, roots), marked like `_memory_key`."""
+    skey = w.structural_key if opt else (*w.structural_key, "noopt")
+    return skey if sched else (*skey, "nosched")
+
+
+def _miss(
+    engine: Engine,
+    w: Walk,
+    key: tuple,
+    entry: Entry | None,
+    mode: str,
+    opt: bool,
+    verbose: int,
+    keep: set[int],
+) -> tuple[Program, Entry, str]:
+    """No variant applies in memory: read the disk, else compile and store."""
+    sched = SETTINGS.schedule
+    skey = entry.skey if entry is not None else _structural(w, opt, sched)
+    text = entry.json if entry is not None else key_json(skey)
+    stats, table = engine.stats, engine.constructors
+    store = engine.disk_store() if mode != "memory" else None
+    if store is not None and entry is None:
+        found, corrupt = store.load(key, skey, text, lambda tg: compiler.load(tg, skey[0], table))
+        if corrupt:
+            with stats.lock:
+                stats.corrupt += 1
+        if found is not None:
+            program = found.select(w.nodes)
+            if program is not None:
+                engine.memory.put(found)
+                with stats.lock:
+                    found.disk_hits += 1
+                return program, found, "disk"
+    if SETTINGS.explain_misses:
+        debug.log(f"cache miss: {explain_miss(skey, engine.memory.entries())}", at=0)
+    t = time.perf_counter()
+    _, program = compiler.compile_graph(w, keep, opt, sched, engine.lowering, table, verbose)
+    fresh = entry is None
+    if fresh:
+        entry = Entry(key, skey, text)
+    entry.add(program.tgraph, program)  # published (to other threads too) complete and ordered
+    if fresh:
+        engine.memory.put(entry)
+    with stats.lock:
+        entry.misses += 1
+        entry.optimize_seconds += time.perf_counter() - t
+    if store is not None:
+        tg = program.tgraph
+        meta = {"optimize_seconds": entry.optimize_seconds, "p_nodes": len(skey[0]), "q_nodes": len(tg.nodes)}
+        store.save(entry, meta)
+        with stats.lock:
+            stats.disk_writes += 1
+    return program, entry, "miss"
+
+
+def evaluate(roots: Sequence[Node], engine: Engine = ENGINE) -> None:
+    """Compute and memoize every root (one graph, one program); a failure changes nothing.
+
+    When the run fails (an index or label out of range, a kernel error, an interrupt),
+    every array keeps its value and the pending writes that depend on the failing operator
+    are dropped (lazygraph/txn.py); the error names the line that recorded that operator.
+    """
+    attempt = Attempt()
+    try:
+        _evaluate(roots, attempt, engine)
+    except BaseException as e:
+        attempt.fail(e)
+        raise
+    finally:
+        if attempt.claimed:
+            engine.claims.release(attempt.claimed)
+    txn.commit()
+
+
+def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine) -> None:
+    """One evaluation; `attempt` records its progress for `Attempt.fail`."""
+    t0 = time.perf_counter()
+    pending = RECORDING.deferred
+    if pending:
+        attempt.deferred = list(pending)
+        extra = [s.node for s in attempt.deferred if s.node.buffer is None]
+        pending.clear()
+        roots = [*roots, *extra]
+    w = attempt.walk = walk(roots)
+    # other threads may be computing (and realizing) nodes of this graph: see threads.Claims
+    while w.interior and threading.active_count() > 1:
+        attempt.claimed = engine.claims.claim(w)
+        if attempt.claimed is not None:
+            break
+        w = attempt.walk = walk(roots)
+    if not w.interior:
+        return
+    t1 = time.perf_counter()
+    verbose = SETTINGS.debug
+    if verbose >= 3:
+        debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
+    mode, opt, sched = SETTINGS.cache, SETTINGS.optimize, SETTINGS.schedule
+    key = _memory_key(w, opt, sched)
+    entry = None
+    keep = None  # a miss needs it to compile; on a hit it is computed as part of the run (timed so)
+    if mode == "0" or not w.cacheable:
+        keep = memoized(w)
+        _, program = compiler.compile_graph(
+            w, keep, opt, sched, engine.lowering, engine.constructors, verbose
+        )
+        outcome = "off"
+    else:
+        entry = engine.memory.get(key)
+        program = entry.select(w.nodes) if entry is not None else None
+        outcome = "hit"
+        if program is None:
+            keep = memoized(w)
+            program, entry, outcome = _miss(engine, w, key, entry, mode, opt, verbose, keep)
+    attempt.program = program
+    REPORT.evaluated(program.tgraph.artifacts, outcome)  # what `lg.cache.passes()["last"]` shows
+    t2 = time.perf_counter()
+    if keep is None:
+        keep = memoized(w)
+    keepq = compiler.keep_slots(program, keep)
+    fkeep = frozenset(keepq)
+    layout = program.layouts.get(fkeep)
+    # runs are metered until a layout is learnt for these kept values, and when asked for
+    meter = Meter() if verbose >= 1 or SETTINGS.measure or layout is None else None
+    with np.errstate(all="ignore"):
+        if meter is None and verbose < 2:
+            vals = program.run(w.nodes, keepq, layout)
+        else:
+            vals = program.run_observed(w.nodes, keepq, layout, meter, _trace if verbose >= 2 else None)
+    attempt.done = (keep, vals)
+    if meter is not None:
+        _account(engine, program, w.nodes, keepq, fkeep, layout, meter)
+    realize_kept(w.nodes, keep, program.pmap, vals)  # only now: a failed run memoizes nothing
+    t3 = time.perf_counter()
+    prep = t2 - t1
+    # also stamps the entry's use and, on a hit, its hit count (under the statistics' lock)
+    engine.stats.record(outcome, entry, t1 - t0, prep, t3 - t2, len(w.nodes))
+    number = debug.TOTALS.count(len(program.steps))
+    if verbose >= 1:
+        digest = f" {entry.digest[:8]}" if entry is not None else ""
+        detail = (
+            f"cache {_OUTCOME[outcome]}{digest}, hash {(t1 - t0) * 1e6:.0f} us, "
+            f"{'replay' if outcome in ('hit', 'disk') else 'optimize'} {prep * 1e6:.0f} us"
+        )
+        if program.memory is not None:
+            pred, meas, reused, inplace = program.memory
+            detail += (
+                f", peak {debug.fmt_bytes(pred)} predicted / {debug.fmt_bytes(meas)} measured"
+                f" ({reused} buffers reused, {inplace} in-place writes)"
+            )
+        debug.log_evaluation(number, roots, len(program.steps), t3 - t0, detail)
+
+
+def _trace(name: str, shape: tuple, dtype: np.dtype, seconds: float) -> None:
+    debug.log(f"  {name}{list(shape)} {dtype}: {seconds * 1e6:.1f} us", at=2)
+
+
+def _account(
+    engine: Engine,
+    program: Program,
+    nodes: list[Node],
+    keepq: set[int],
+    fkeep: frozenset,
+    layout: Any,
+    meter: Meter,
+) -> None:
+    """After a metered run: the predicted and measured peaks; a layout for the next runs."""
+    if layout is None or layout.key != (tuple(meter.sizes), tuple(meter.aliases), tuple(meter.dtypes)):
+        # first run with these kept values, or sizes/aliases changed: plan for what was observed
+        # (a run without a layout reuses nothing, and reuse never raises the peak)
+        fresh = memory.layout_for(program, nodes, keepq, meter)
+        memory.remember(program, fkeep, fresh)
+        predicted = fresh.predicted
+    else:
+        predicted = layout.predicted
+    program.memory = (predicted, meter.peak, meter.reused, meter.inplace)
+    engine.stats.record_memory(predicted, meter.peak, meter.reused, meter.inplace)
+
+
+def explain_lines(roots: Sequence[Node], engine: Engine = ENGINE) -> list[str]:
+    """Q for these roots (without running anything): passes fired, cache status, nodes."""
+    w = walk(roots)
+    if not w.interior:
+        return ["Q = nothing to run (every output is already evaluated)"]
+    opt, sched = SETTINGS.optimize, SETTINGS.schedule
+    entry = engine.memory.get(_memory_key(w, opt, sched)) if w.cacheable else None
+    program = entry.select(w.nodes) if entry is not None else None
+    cached = program is not None
+    keep = memoized(w)
+    g, tg = compiler.transform(w, keep, opt, engine.lowering, report=False)
+    if program is None:  # what the planner would choose for this graph (nothing runs)
+        program = compiler.build(tg, w.tokens, engine.constructors)
+        if sched:
+            memory.schedule(program, w.nodes, compiler.keep_slots(program, keep))
+    status = f"cached as {entry.digest[:8]}" if cached else "not cached yet"
+    passes = ", ".join(g.fired) or "none"
+    head = (
+        f"Q = optimized graph, {len(tg.nodes)} nodes, {len(tg.order)} steps "
+        f"(passes fired: {passes}; guards: {len(tg.guards)}; {status}):"
+    )
+    rules = g.artifacts.get("rules", {})
+    fired = ["rules fired = " + ", ".join(f"{k} x{v}" for k, v in sorted(rules.items()))] if rules else []
+    return [head, *fired, *REPORT.lines(), *memory_lines(program), *g.lines()]

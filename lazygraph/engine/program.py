@@ -1,0 +1,430 @@
+"""The executable program: a transformation graph's steps as a loop of kernel calls.
+
+A `Program` is built once per cache variant (compile.py) and shared by every hit. Its values
+live in slots (one per Q node of the transformation graph): the leaves are bound from P', and
+each step calls its kernel on input slots and stores its outputs. A `Kernel` is what a step
+runs, whatever made it (an operator's reference kernel, a fused region, a window kernel, a
+library call, a memo): `run(*inputs, out=None, **attrs)` returns the value, or a tuple of
+`n_out` values for a step that computes several at once (a fused region with several
+outputs is one step); `writer(attrs, dtype)` declares whether the first output can be
+written into a given buffer (the callable to call with `out=`, or None: it allocates), and
+`in_place` whether the step can write through its dying first input (`assign`). The memory
+planner (memory.py) reads those declarations; it never tests operator or constructor names.
+
+`run` is the hot path (a cache hit): bind, loop, free each value after its last reader,
+follow the learnt buffer `Layout`. `run_observed` is the same loop with the hooks a caller
+asks for once per run: the `Meter` (memory accounting) and a per-step trace (LAZYGRAPH_DEBUG=2).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from math import prod
+from sys import getrefcount
+from typing import Any
+
+import numpy as np
+
+from cache.recipe import Recipe, RecipeError, compile_expr
+from cache.tgraph import TransformationGraph
+from lazygraph.engine.meter import Layout, Meter, owner
+from ops.base import REGISTRY
+from ops.movement import write_through
+from ops.node import Node
+
+
+class EvaluationError(RuntimeError):
+    """An operator failed on data only known at run time (e.g. an index out of range)."""
+
+
+class Kernel:
+    """What a step runs (see the module docstring); subclasses set `run` and may declare writes."""
+
+    n_out = 1
+    #: (values, ins, dtype, attrs) -> the value written through the dying first input, or None
+    in_place: Callable | None = None
+
+    def run(self, *inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> Any:
+        """Compute the step's value(s) from its inputs (into `out` when given)."""
+        raise NotImplementedError
+
+    def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
+        """The callable writing the first output into a given buffer (`out=`), or None.
+
+        `attrs` are the step's attributes when known before it runs (None: only at run time).
+        """
+        return None
+
+
+class OpKernel(Kernel):
+    """A registered operator's reference kernel (copy steps, and New nodes of plain operators)."""
+
+    __slots__ = ("op", "run", "in_place")
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+        self.run = op.kernel
+        # assign can write the new elements through its base when nothing else holds it
+        self.in_place = _assign_in_place if op.name == "assign" else None
+
+    def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
+        """A NumPy ufunc under the kernel writes float results into `out=` (nothing else does)."""
+        fn = getattr(self.op, "fn", None)
+        if attrs is None or attrs or dtype.kind not in "fc":
+            return None
+        return fn if isinstance(fn, np.ufunc) and fn.nout == 1 else None
+
+
+class FunctionKernel(Kernel):
+    """A constructor's plain callable (one value); `writes`: it takes `out=` for its value."""
+
+    __slots__ = ("run", "writes")
+
+    def __init__(self, run: Callable, writes: bool = False) -> None:
+        self.run = run
+        self.writes = writes
+
+    def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
+        """The callable itself when it writes where it is pointed."""
+        return self.run if self.writes else None
+
+
+class Step:
+    """One kernel call: inputs and output slots, and how its attributes/shape/dtype are recovered."""
+
+    __slots__ = ("kernel", "ins", "outs", "src", "recipe", "recover", "more", "dies", "name")
+
+    def __init__(
+        self, kernel: Kernel, ins: tuple, outs: tuple, src: int, recipe: Recipe | None, name: str, more: Any
+    ) -> None:
+        self.kernel = kernel
+        self.ins = ins
+        self.outs = outs  # slot of each output (one for most steps)
+        self.src = src  # P slot whose operator/attributes/shape this step re-reads, or -1
+        self.recipe = recipe
+        self.recover = recipe.compile() if recipe is not None else None
+        #: per further output: (slot, shape on P', dtype); None for a single-output step
+        self.more = more
+        self.dies: tuple[int, ...] = ()
+        self.name = name
+
+
+class Program:
+    """A transformation graph made executable (built once per cache variant, reused on every hit)."""
+
+    __slots__ = (
+        "tgraph",
+        "size",
+        "leaves",
+        "steps",
+        "pmap",
+        "program",
+        "pos",
+        "first_value",
+        "n_values",
+        "inplace",
+        "layouts",
+        "memory",
+    )
+
+    def __init__(self, tg: TransformationGraph, tokens: tuple, kernel_for: Callable[[Recipe, dict], Kernel]):
+        self.tgraph = tg
+        self.size = len(tg.nodes)
+        self.pmap = tg.pmap
+        self.leaves = [(q, n[1]) for q, n in enumerate(tg.nodes) if n[0] == "leaf"]
+        further = tg.further_outputs()
+        by_q: dict[int, Step] = {}
+        for q, n in enumerate(tg.nodes):
+            if n[0] == "copy":
+                op = copy_op(tokens[n[1]][0])
+                by_q[q] = Step(OpKernel(op), n[2], (q,), n[1], None, op.name, None)
+            elif n[0] == "new":
+                recipe: Recipe = n[1]
+                kernel = kernel_for(recipe, tg.artifacts)
+                rest = further.get(q, [])
+                if kernel.n_out != 1 + len(rest):
+                    raise RecipeError(
+                        f"{recipe.label}: its kernel computes {kernel.n_out} values, the graph uses {1 + len(rest)}"
+                    )
+                more = (
+                    tuple((r, compile_expr(tg.nodes[r][3]), np.dtype(tg.nodes[r][4])) for r in rest) or None
+                )
+                by_q[q] = Step(kernel, n[2], (q, *rest), -1, recipe, recipe.label, more)
+        self.steps = [by_q[q] for q in tg.order]
+        #: keep set -> the buffer layout learnt for it (see meter.py)
+        self.layouts: dict[frozenset, Layout] = {}
+        #: the last metered run: (predicted peak, measured peak, buffers reused, in-place writes)
+        self.memory: tuple[int, int, int, int] | None = None
+        self._liveness()
+
+    def reorder(self, order: list[int]) -> None:
+        """Run the steps in another topological order (Q indices of the steps), e.g. the planner's."""
+        self.tgraph.validate_order(order)
+        by_q = {s.outs[0]: s for s in self.steps}
+        self.tgraph.order = list(order)
+        self.steps = [by_q[q] for q in order]
+        self._liveness()
+
+    def _liveness(self) -> None:
+        """Each value dies after its last reader (the caller's `keep` set overrides at run time).
+
+        A value nobody reads is never freed (it is an output). An in-place step whose base
+        dies at that step may write into the base instead of a copy.
+        """
+        last: dict[int, int] = {}
+        for i, s in enumerate(self.steps):
+            for q in s.ins:
+                last[q] = i
+        dies: list[list[int]] = [[] for _ in self.steps]
+        leaf_slots = {q for q, _ in self.leaves}
+        for q, i in last.items():
+            if q not in leaf_slots:
+                dies[i].append(q)
+        self.pos = {q: i for i, s in enumerate(self.steps) for q in s.outs}
+        self.first_value = []
+        n = 0
+        for s in self.steps:
+            self.first_value.append(n)
+            n += len(s.outs)
+        self.n_values = n
+        self.inplace = []
+        for s, d in zip(self.steps, dies):
+            s.dies = tuple(d)
+            base = s.ins[0] if s.ins else -1
+            self.inplace.append(
+                s.kernel.in_place is not None
+                and s.src >= 0
+                and base in self.pos
+                and base in d
+                and base not in s.ins[1:]
+            )
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Rebuild the loop's tuples after steps (or their kernels) changed; forget learnt layouts."""
+        self.program = [
+            (s.kernel.run, s.ins, s.outs[0], s.src, s.recover, s.dies, s.more) for s in self.steps
+        ]
+        self.layouts = {}  # a layout names the steps that write into its buffers
+
+    def run(self, nodes: list[Node], keep: set[int], layout: Layout | None = None) -> list[Any]:
+        """Bind P''s leaves, run every step, and return the values by Q slot (the hot path).
+
+        `keep` are Q slots whose values must survive (memoized P nodes); the others are
+        freed after their last reader. `layout` says which freed buffers later steps write
+        into (`out=`).
+        """
+        vals: list[Any] = [None] * self.size
+        for q, p in self.leaves:
+            vals[q] = nodes[p].buffer
+        take = give = pool = into = None
+        if layout is not None:
+            take, give, into, pool = layout.take, layout.give, layout.into, [None] * layout.nbuf
+        inplace = self.inplace
+        for i, (fn, ins, out, src, recover, dies, more) in enumerate(self.program):
+            if recover is None:
+                node = nodes[src]
+                attrs, shape, dtype = node.attrs, node.shape, node.dtype
+            else:
+                attrs, shape, dtype = recover(nodes)
+            try:
+                v = None
+                if inplace[i] and ins[0] not in keep:
+                    v = self.steps[i].kernel.in_place(vals, ins, dtype, attrs)
+                elif take is not None and take[i] >= 0:
+                    o = pool[take[i]]
+                    if o is not None:
+                        pool[take[i]] = None
+                        n = prod(shape)
+                        if o.dtype == dtype and o.size >= n:
+                            dest = o if o.shape == shape else o.reshape(-1)[:n].reshape(shape)
+                            v = into[i](*[vals[k] for k in ins], out=dest, **attrs)
+                        o = dest = None  # no stray reference: a later in-place write checks counts
+                if v is None:
+                    # the common arities without building an argument list
+                    if len(ins) == 2:
+                        v = fn(vals[ins[0]], vals[ins[1]], **attrs)
+                    elif len(ins) == 1:
+                        v = fn(vals[ins[0]], **attrs)
+                    else:
+                        v = fn(*[vals[k] for k in ins], **attrs)
+            except Exception as e:
+                raise _kernel_error(e, nodes, self.steps[i], vals) from e
+            if more is not None:
+                v = _further(v, more, vals, nodes, self.steps[i])
+            if type(v) is not np.ndarray:
+                v = np.asarray(v)
+            if v.shape != shape or v.dtype != dtype:
+                raise _mismatch(nodes, self.steps[i], v, shape, dtype)
+            vals[out] = v
+            grabbed = None
+            if give is not None and give[i]:
+                # the owners of buffers a later step writes into, taken before their last holder drops
+                grabbed = [(owner(vals[s]), b) for s, b in give[i] if type(vals[s]) is np.ndarray]
+            for d in dies:
+                if d not in keep:
+                    vals[d] = None
+            while grabbed:
+                o, b = grabbed.pop()
+                # pooled only when nothing else holds the buffer (a view, a memo, the user)
+                if getrefcount(o) == 2 and o.base is None and o.flags.writeable and o.flags.c_contiguous:
+                    pool[b] = o
+                del o
+        return vals
+
+    def run_observed(
+        self,
+        nodes: list[Node],
+        keep: set[int],
+        layout: Layout | None,
+        meter: Meter | None,
+        trace: Callable[[str, tuple, np.dtype, float], None] | None,
+    ) -> list[Any]:
+        """`run` with hooks: `meter` counts the buffers the run holds, `trace` sees each step.
+
+        `trace(name, shape, dtype, seconds)` is called after every step; the meter also records
+        each value's bytes, aliasing and dtype (what the planner learns a layout from), and the
+        buffers reused and in-place writes of this run.
+        """
+        vals: list[Any] = [None] * self.size
+        for q, p in self.leaves:
+            vals[q] = nodes[p].buffer
+        if meter is not None:
+            meter.start(self, vals)
+        take = give = pool = into = None
+        if layout is not None:
+            take, give, into, pool = layout.take, layout.give, layout.into, [None] * layout.nbuf
+        inplace, first_value = self.inplace, self.first_value
+        reused = written = 0
+        for i, step in enumerate(self.steps):
+            fn, ins, out, src, recover, dies, more = self.program[i]
+            if recover is None:
+                node = nodes[src]
+                attrs, shape, dtype = node.attrs, node.shape, node.dtype
+            else:
+                attrs, shape, dtype = recover(nodes)
+            t = time.perf_counter()
+            try:
+                v = None
+                if inplace[i] and ins[0] not in keep:
+                    v = step.kernel.in_place(vals, ins, dtype, attrs)
+                    written += v is not None
+                elif take is not None and take[i] >= 0:
+                    o = pool[take[i]]
+                    if o is not None:
+                        pool[take[i]] = None
+                        if meter is not None:
+                            meter.took(o)
+                        n = prod(shape)
+                        if o.dtype == dtype and o.size >= n:
+                            dest = o if o.shape == shape else o.reshape(-1)[:n].reshape(shape)
+                            v = into[i](*[vals[k] for k in ins], out=dest, **attrs)
+                            reused += 1
+                        o = dest = None
+                if v is None:
+                    v = fn(*[vals[k] for k in ins], **attrs)
+            except Exception as e:
+                raise _kernel_error(e, nodes, step, vals) from e
+            if more is not None:
+                v = _further(v, more, vals, nodes, step)
+            if type(v) is not np.ndarray:
+                v = np.asarray(v)
+            if v.shape != shape or v.dtype != dtype:
+                raise _mismatch(nodes, step, v, shape, dtype)
+            vals[out] = v
+            if meter is not None:
+                k = first_value[i]
+                meter.value(k, v, ins, out, shape, dtype)
+                for j, (slot, _, dt) in enumerate(more or (), 1):
+                    meter.value(k + j, vals[slot], ins, slot, vals[slot].shape, dt)
+            if trace is not None:
+                trace(nodes[src].op.name if src >= 0 else step.name, shape, dtype, time.perf_counter() - t)
+            grabbed = None
+            if give is not None and give[i]:
+                grabbed = [(owner(vals[s]), b) for s, b in give[i] if type(vals[s]) is np.ndarray]
+            for d in dies:
+                if d not in keep:
+                    if meter is not None:
+                        meter.drop(d)
+                    vals[d] = None
+            while grabbed:
+                o, b = grabbed.pop()
+                if getrefcount(o) == 2 and o.base is None and o.flags.writeable and o.flags.c_contiguous:
+                    pool[b] = o
+                    if meter is not None:
+                        meter.pooled(o)
+                del o
+        if meter is not None:
+            meter.reused, meter.inplace = reused, written
+        return vals
+
+
+def _further(v: Any, more: tuple, vals: list, nodes: list[Node], step: Step) -> np.ndarray:
+    """Store a multi-output step's further values (checked) and return its first."""
+    if not isinstance(v, tuple) or len(v) != 1 + len(more):
+        raise _mismatch(nodes, step, v, (), None)
+    for (slot, shape_of, dtype), x in zip(more, v[1:]):
+        if type(x) is not np.ndarray:
+            x = np.asarray(x)
+        shape = tuple(shape_of(nodes))
+        if x.shape != shape or x.dtype != dtype:
+            raise _mismatch(nodes, step, x, shape, dtype)
+        vals[slot] = x
+    return v[0]
+
+
+def _mismatch(nodes: list[Node], step: Step, v: Any, shape: tuple, dtype: np.dtype | None) -> EvaluationError:
+    """A kernel returned something else than the graph recorded: an internal error, named."""
+    name = nodes[step.src].op.name if step.src >= 0 else step.name
+    if dtype is None:
+        what = f"{type(v).__name__} instead of {1 + len(step.more or ())} values"
+    else:
+        what = f"{np.shape(v)} {getattr(v, 'dtype', type(v).__name__)}, recorded as {shape} {dtype}"
+    err = EvaluationError(f"internal error: {name} produced {what}")
+    err.failed_step = (step.src, step.outs)
+    return err
+
+
+def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np.ndarray | None:
+    """`assign` writing into its dying base when nothing else holds the base (else None: copy)."""
+    base = vals[ins[0]]
+    # held by `vals`, `base` and getrefcount's argument only: no view, memo or user shares it
+    if (
+        type(base) is not np.ndarray
+        or getrefcount(base) != 3
+        or base.base is not None
+        or base.dtype != dtype
+        or not base.flags.writeable
+        or not base.flags.c_contiguous
+    ):
+        return None
+    idx = tuple(vals[k] for k in ins[2:])
+    return write_through(base, vals[ins[1]], idx, attrs.get("view"), attrs.get("index"))
+
+
+def _kernel_error(e: Exception, nodes: list[Node], step: Step, vals: list) -> Exception:
+    """Name the op and its operands, keeping the exception type for the common cases.
+
+    `failed_step` = (P slot or -1, output slots) tells the caller which step failed, so it can
+    undo the writes that depend on it and name the line that recorded it.
+    """
+    if step.src >= 0:
+        node = nodes[step.src]
+        name = node.op.name
+        shapes = ", ".join(f"{tuple(n.shape)} {n.dtype}" for n in node.inputs)
+    else:
+        name = "new node"
+        shapes = ", ".join(f"{np.shape(vals[i])}" for i in step.ins)
+    cls = type(e) if type(e) in (IndexError, ValueError, TypeError) else EvaluationError
+    err = cls(f"{name} failed at evaluation: {e} (operands: {shapes})")
+    err.failed_step = (step.src, step.outs)
+    return err
+
+
+def copy_op(opname: str) -> Any:
+    """The registered operator for a copy node (unknown names are stale entries)."""
+    op = REGISTRY.get(opname)
+    if op is None:
+        raise RecipeError(f"unknown operator {opname!r}")
+    return op

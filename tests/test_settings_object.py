@@ -1,0 +1,94 @@
+"""The settings object: parsed once, changed through the API, never read from os.environ on the way."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import lazygraph as lg
+from ops.settings import FIELDS, SETTINGS, SettingError
+
+
+def test_update_override_and_reload():
+    assert SETTINGS.jit is True
+    with lg.settings.override(jit=False, jit_min_size=10):
+        assert SETTINGS.jit is False and SETTINGS.jit_min_size == 10
+    assert SETTINGS.jit is True and SETTINGS.jit_min_size == 65536
+    old = lg.settings.update(schedule_budget=0.5)
+    try:
+        assert SETTINGS.schedule_budget == 0.5
+    finally:
+        lg.settings.update(**old)
+    assert SETTINGS.schedule_budget == 0.2
+
+
+def test_api_values_are_validated_like_the_environment():
+    with pytest.raises(SettingError, match="LAZYGRAPH_JIT_MIN_SIZE='-3'"):
+        lg.settings.update(jit_min_size=-3)
+    with pytest.raises(SettingError, match="LAZYGRAPH_FAST_MATH"):
+        lg.settings.update(fast_math="maybe")
+    with pytest.raises(AttributeError, match="no setting 'jitt'"):
+        lg.settings.update(jitt=True)
+    assert SETTINGS.jit_min_size == 65536  # a rejected update changes nothing
+
+
+def test_environment_is_read_once_until_reload(monkeypatch):
+    assert SETTINGS.jit_min_size == 65536
+    os.environ["LAZYGRAPH_JIT_MIN_SIZE"] = "12"  # behind the settings' back: not seen yet
+    try:
+        assert SETTINGS.jit_min_size == 65536
+        SETTINGS.reload()
+        assert SETTINGS.jit_min_size == 12
+    finally:
+        del os.environ["LAZYGRAPH_JIT_MIN_SIZE"]
+        SETTINGS.reload()
+
+
+def test_user_values_win_over_the_environment(monkeypatch):
+    monkeypatch.setenv("LAZYGRAPH_OPTIMIZE", "0")
+    assert SETTINGS.optimize is False
+    with lg.settings.override(optimize=True):
+        SETTINGS.reload()  # a reload keeps what the user set through the API
+        assert SETTINGS.optimize is True
+    assert SETTINGS.optimize is False
+
+
+class _Watched(dict):
+    """os.environ stand-in that records reads of our settings' variables."""
+
+    def __init__(self, data: dict, reads: list) -> None:
+        super().__init__(data)
+        self.reads = reads
+
+    def get(self, key, default=None):
+        if key.startswith("LAZYGRAPH_") or key in ("CC", "XDG_CACHE_HOME"):
+            self.reads.append(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        if key.startswith("LAZYGRAPH_"):
+            self.reads.append(key)
+        return super().__getitem__(key)
+
+
+def test_evaluations_do_not_read_the_environment(monkeypatch):
+    SETTINGS.as_dict()  # every field parsed once
+    reads: list[str] = []
+    monkeypatch.setattr(os, "environ", _Watched(dict(os.environ), reads))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 300)).astype(np.float32)
+    for _ in range(2):  # a miss (passes, lowering, scheduling, disk) and a hit
+        a = lg.asarray(x)
+        y = lg.softmax(a * 2.0 + 1.0, axis=1) @ a
+        got = y.numpy()
+    e = np.exp(2 * x + 1 - (2 * x + 1).max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, (e / e.sum(axis=1, keepdims=True)) @ x, rtol=1e-4, atol=1e-5)
+    assert reads == []
+
+
+def test_every_field_has_a_variable_and_a_meaning():
+    for name, field in FIELDS.items():
+        assert field.env and field.doc, name
+        getattr(SETTINGS, name)  # parses with the test environment
