@@ -229,4 +229,3 @@ def build_memo(recipe: Recipe, artifacts: dict) -> Callable:
         return value
 
     return run
-

@@ -217,11 +217,11 @@ class RegionKernel(Kernel):
         return tuple(outs) if self.n_out > 1 else outs[0]
 
     def writer(self, attrs: dict | None, dtype: np.dtype) -> Any:
-        """A one-output region's kernel (compiled or on NumPy) writes its value where it is pointed.
+        """The region's kernel (compiled or on NumPy) writes its first value where it is pointed.
 
-        A multi-output region allocates its values: a writer gives back the buffer it was handed.
+        The further values of a multi-output region are allocated by the launch.
         """
-        return self.run if self.n_out == 1 else None
+        return self.run
 
 
 class RegionKernels:
