@@ -1,4 +1,4 @@
-"""Regions and their compiled kernels: the callable the executor (or a benchmark) runs.
+"""Regions and their compiled kernels: the callable the engine (or a benchmark) runs.
 
 `Region` is a fusable subgraph: member nodes in topological order, the external inputs
 they read (arrays or Python scalars) and the members whose values leave the region.
@@ -156,7 +156,7 @@ class FusedKernel:
         """Run the kernel on the inputs' values (arrays and scalars, in `Region.inputs` order).
 
         `backend` runs it (the CPU's by default; inputs are copied to its memory where they are
-        not there). `out` receives the first output (the executor's planned buffer); it must be
+        not there). `out` receives the first output (the engine's planned buffer); it must be
         the backend's array of the output's shape and dtype and share no memory with an input
         the kernel reads.
         """

@@ -1,4 +1,4 @@
-"""Run a recorded graph with fused kernels: the JIT on its own, without the executor.
+"""Run a recorded graph with fused kernels: the JIT on its own, without the engine.
 
 `run_graph(order, roots)` fuses the unevaluated nodes into regions, compiles each region
 (once per structure) and runs regions and the remaining nodes in a runnable order; nodes

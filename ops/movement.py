@@ -146,7 +146,7 @@ class Assign(Op):
 def write_through(
     out: np.ndarray, value: Any, idx: tuple, view: View | None = None, index: Template | None = None
 ) -> np.ndarray:
-    """Write `value` into `out` through an assign's view/index (also the executor's in-place path)."""
+    """Write `value` into `out` through an assign's view/index (also the engine's in-place path)."""
     target = out if view is None else materialize(out, view, writeable=True)
     if getattr(value, "dtype", out.dtype).kind == "c" and out.dtype.kind not in "cb":
         value = value.real  # as NumPy's cast does; the recording side warned already

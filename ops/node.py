@@ -12,7 +12,7 @@ class Node:
     """An immutable operator application; `buffer` memoizes its value once evaluated.
 
     A node never changes meaning after it is recorded. Evaluation only memoizes: the
-    executor stores the value in `buffer` and drops `inputs`, turning the node into a leaf
+    engine stores the value in `buffer` and drops `inputs`, turning the node into a leaf
     so that evaluated graphs do not keep their history alive (nodes that require grad keep
     their history for a later backward pass).
     """

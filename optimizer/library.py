@@ -191,7 +191,7 @@ def build_library(recipe: Recipe, artifacts: dict) -> Callable:
 
     def run(*inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
         if producer == "matmul":
-            # out: a planned buffer (the executor's layout; never shares memory with an input):
+            # out: a planned buffer (the engine's layout; never shares memory with an input):
             # the GEMM writes into it and the epilogue runs there in place
             v = cpu.gemm(*inputs[:n_in], out=out)
         elif out is not None:

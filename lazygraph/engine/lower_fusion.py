@@ -17,8 +17,8 @@ when read from disk (region_check.py).
 Whether a region runs compiled is decided per launch, from sizes: arrays smaller than
 LAZYGRAPH_JIT_MIN_SIZE elements (default 65536) run op by op on NumPy, which is faster there
 than a kernel launch and keeps the program free of size guards. LAZYGRAPH_JIT=0 turns the pass
-off, and makes existing region steps run on NumPy. A one-output region takes the planner's
-buffer through `out=` (memory.py).
+off, and makes existing region steps run on NumPy. A region writes its first value into the
+planner's buffer through `out=` (memory.py); the launch allocates its further values.
 """
 
 from __future__ import annotations

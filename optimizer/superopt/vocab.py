@@ -3,9 +3,9 @@
 An `OpSpec` holds an operator's arity, parameters (with the values the generator enumerates),
 its shape rule, its evaluation in two rings (float64 with the reference kernels of ops/, and
 exact integers mod a prime for fingerprints, where relu becomes an integer polynomial as in
-TASO), its z3 symbol, and how it maps to lazygraph operators: `sources` names the lazygraph
-operators whose records it attaches to (their `superopt` facet) and recognizes a node
-of one of them as this term (`raises`), `lower` gives the lazygraph operator a term becomes. convert.py
+TASO), its z3 symbol, and how it maps to lazygraph operators: `raises` names the lazygraph
+operators whose records it attaches to (their `superopt` facet), each with the rule that
+recognizes a node of that operator as this term, `lower` gives the lazygraph operator a term becomes. convert.py
 (ops Nodes and Q) and adapt.py (the search's graphs) both raise through these facets, over a
 `Site` that says how to read a node's operands. opset.py and opset_conv.py declare the terms.
 
