@@ -27,8 +27,9 @@ import numpy as np
 from lazygraph import api
 from lazygraph.array import Array
 from lazygraph.shape import asarray
+from optimizer.rewrite.rules import Rule
 from optimizer.superopt.convert import from_nodes
-from optimizer.superopt.rulefile import USER_RULES, SuperRule
+from optimizer.superopt.rulefile import USER_RULES
 from optimizer.superopt.term import TermGraph, parse_terms
 from optimizer.superopt.user import RuleRefused, register
 
@@ -72,7 +73,7 @@ def rule(
     shapes: Sequence[Sequence[int]],
     name: str | None = None,
     timeout_ms: int = 5000,
-) -> SuperRule:
+) -> Rule:
     """Register a substitution source -> target for the optimizer once z3 has proven it."""
     rule_name = name or f"user-{getattr(source, '__name__', 'rule')}-{len(USER_RULES)}"
     rng = np.random.default_rng(0)
@@ -89,6 +90,6 @@ def rule(
     return register(rule_name, src, tgt, used, timeout_ms)
 
 
-def user_rules() -> list[SuperRule]:
+def user_rules() -> list[Rule]:
     """The user rules registered (and proven) in this process."""
     return list(USER_RULES)

@@ -5,8 +5,9 @@
                                  [--max-candidates 3000]
     python -m optimizer axioms [--redundancy]
 
-`verify` reads any rule file in the superopt format (the library by default), proves every
-rule again and prints one status per rule (proven / refuted with a counterexample / unknown)
+`verify` reads any rule file, in the superopt format or the rewrite engine's (the library by
+default), proves every rule again with the verifier of its vocabulary (term rules against the
+axioms, rules over lazygraph's operators from their z3 facets) and prints one status per rule (proven / refuted with a counterexample / unknown)
 and totals; it exits with 1 when a rule is refuted. `generate` enumerates, fingerprints and
 proves candidates and writes the library. `axioms` checks every axiom numerically and, with
 --redundancy, reports the axioms z3 derives from the others.

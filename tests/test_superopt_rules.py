@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 
+from optimizer.rewrite.rules import Rule
 from optimizer.rewrite.sexpr import parse, unparse
 from optimizer.superopt.opset import OPS, FloatRing
 from optimizer.superopt.rulefile import (
     LIBRARY,
-    SuperRule,
     proven_rules,
     read_rules,
     rule_from_json,
@@ -121,7 +121,7 @@ def _mutations(e, path=()):
             yield why, e[:i] + [m] + e[i + 1 :]
 
 
-def _mutants(rule: SuperRule):
+def _mutants(rule: Rule):
     for side in ("source", "target"):
         for k, text in enumerate(getattr(rule, side)):
             for why, m in _mutations(parse(text)):
@@ -135,7 +135,7 @@ def _mutants(rule: SuperRule):
                     continue
 
 
-def _wrong(rule: SuperRule, rng) -> str | None:
+def _wrong(rule: Rule, rng) -> str | None:
     """'ill-typed' or 'false' when the mutant is wrong at its first shapes (checked numerically,
     independently of z3), None when it still holds."""
     g = rule.pair()
@@ -252,3 +252,69 @@ def test_only_proven_rules_are_used_and_writes_round_trip(tmp_path):
     assert [r.name for r in proven_rules(p)] == ["a"]
     assert [r.to_json() for r in read_rules(p).rules] == [r.to_json() for r in rules]
     assert not list(tmp_path.glob(".tmp-*"))  # atomic write leaves no temp file
+
+
+# -- one rule record for both engines and both verifiers -------------------------------------------
+
+
+def test_one_rule_record_for_every_engine_and_verifier(tmp_path, capsys):
+    import lazygraph as lg  # noqa: F401  (registers the search's pseudo-operators)
+    from optimizer.__main__ import main
+    from optimizer.rewrite import ENGINE, Engine, make_rule
+    from optimizer.rewrite.prove import prove_rule
+    from optimizer.superopt.adapt import PatternMatcher, TermMatcher, from_library, matcher_of
+    from optimizer.superopt.match import builtin_rules, pattern_rule
+    from optimizer.superopt.rulefile import TERMS
+
+    lib = from_library(LIB.rules[:5])
+    everyone = [*ENGINE.rules, *LIB.rules, *lib, *builtin_rules(), pattern_rule("p", "(negative ?x)", "?x")]
+    assert {type(r) for r in everyone} == {Rule}
+    assert {r.vocabulary.name for r in everyone} == {"ops", "terms"}
+    assert {r.origin for r in ENGINE.rules} == {"builtin"}
+
+    # one ops rule: the rewrite engine runs it, the search matches it, both verifiers prove it
+    neg = make_rule("neg-neg-f", "(negative (negative ?x))", "?x", ["(kind ?x f)"])
+    Engine().add(neg, prove=True)
+    assert neg.status == "proven" and neg.proof["by"] == "z3 facets"
+    assert isinstance(matcher_of(neg), PatternMatcher) and matcher_of(neg) is matcher_of(neg)
+    assert verify_rule(neg).status == prove_rule(neg).status == "proven"
+    # a term rule: the search's term matcher and the axiom verifier read it; the rewrite engine refuses it
+    term = next(r for r in lib if len(r.source) == 1)
+    assert isinstance(matcher_of(term), TermMatcher) and term.vocabulary is TERMS
+    assert prove_rule(term).status == "unknown"
+    with pytest.raises(ValueError, match="terms vocabulary"):
+        Engine().add(term)
+
+    # one file holds both kinds; `python -m optimizer verify` proves each with its verifier
+    p = tmp_path / "mixed.json"
+    write_rules(p, [neg, LIB.rules[0]])
+    back = read_rules(p)
+    assert back.errors == [] and [r.vocabulary.name for r in back.rules] == ["ops", "terms"]
+    assert [r.to_json() for r in back.rules] == [neg.to_json(), LIB.rules[0].to_json()]
+    assert main(["verify", str(p), "--timeout-ms", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert "neg-neg-f" in out and "2 proven" in out
+
+
+def test_structural_search_rules_state_proven_instances():
+    from optimizer.superopt.match import builtin_rules
+
+    for rule in builtin_rules():
+        assert rule.matcher is not None and rule.origin == "builtin"
+        assert verify_rule(rule, timeout_ms=5000).status == "proven", rule.name
+
+
+def test_rewrite_rule_files_keep_their_spelling_and_carry_status(tmp_path):
+    from optimizer.rewrite import load_rules, make_rule, save_rules
+
+    r = make_rule(
+        "mul-one", "(multiply ?x 1)", "?x", ["(kind ?x f)"], status="proven", proof={"by": "z3 facets"}
+    )
+    p = tmp_path / "r.json"
+    save_rules(p, [r])
+    d = json.loads(p.read_text())["rules"][0]
+    assert d["lhs"] == "(multiply ?x 1)" and d["status"] == "proven"
+    (back,) = load_rules(p)
+    assert back.status == "proven" and back.to_json() == r.to_json()
+    # the superoptimizer's reader takes the rewrite engine's files too
+    assert [x.name for x in read_rules(p).rules] == ["mul-one"]

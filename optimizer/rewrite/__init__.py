@@ -2,12 +2,23 @@
 
 `ENGINE` holds the rule set the pass uses: `ENGINE.add({"name": ..., "lhs": ..., "rhs": ...,
 "when": [...]})` adds a rule, `load_rules(path)` reads a JSON rule file. Rules are
-described in optimizer/rewrite/rules.py.
+described in optimizer/rewrite/rules.py: `Rule` there is the one rule record of the whole
+optimizer (the superoptimizer's rules are `Rule`s too, in its term vocabulary).
 """
 
 from optimizer.registry import register_pass
 from optimizer.rewrite.engine import Engine, default_engine
-from optimizer.rewrite.rules import CONDITIONS, Rule, load_rules, make_rule, rule_from_json, save_rules
+from optimizer.rewrite.rules import (
+    CONDITIONS,
+    OPS,
+    STATUSES,
+    Rule,
+    Vocabulary,
+    load_rules,
+    make_rule,
+    rule_from_json,
+    save_rules,
+)
 from optimizer.rewrite.sexpr import RuleSyntaxError, parse, unparse
 
 ENGINE = default_engine()
@@ -27,6 +38,8 @@ def algebraic(g) -> bool:  # noqa: ANN001
 __all__ = [
     "CONDITIONS",
     "ENGINE",
+    "OPS",
+    "STATUSES",
     "Engine",
     "Rule",
     "RuleSyntaxError",
@@ -36,4 +49,5 @@ __all__ = [
     "rule_from_json",
     "save_rules",
     "unparse",
+    "Vocabulary",
 ]

@@ -19,7 +19,7 @@ from cache.graph import Graph, QNode
 from cache.key import canon
 from cache.recipe import Expr
 from ops.views import contiguous, permute_view
-from optimizer.rewrite.rules import COMMUTATIVE, Rule, make_rule, rule_from_json
+from optimizer.rewrite.rules import COMMUTATIVE, OPS, Rule, make_rule, rule_from_json
 from optimizer.rewrite.sexpr import head, is_var
 
 _MAX_ROUNDS = 16
@@ -78,14 +78,19 @@ class Engine:
 
     def add(self, rule: Rule | dict, prove: bool = False) -> Rule:
         """Add a rule (a Rule or its JSON form); names are unique. With `prove`, only once z3 has
-        proven it from its operators' specifications (optimizer/rewrite/prove.py)."""
+        proven it from its operators' specifications (optimizer/rewrite/prove.py); the rule's
+        `status` and `proof` then record the proof."""
         r = rule if isinstance(rule, Rule) else rule_from_json(rule)
+        why = unsupported(r)
+        if why:
+            raise ValueError(f"rule {r.name}: the rewrite engine cannot run it ({why})")
         if any(x.name == r.name for x in self.rules):
             raise ValueError(f"rule {r.name!r} already exists")
         if prove:
             from optimizer.rewrite.prove import require_proof  # z3 is loaded only when asked for
 
-            require_proof(r)
+            v = require_proof(r)
+            r.status, r.proof = "proven", {"by": "z3 facets", "detail": v.detail}
         self.rules.append(r)
         self.index.setdefault(r.root_op, []).append(r)
         return r
@@ -267,6 +272,35 @@ class Engine:
         return changed
 
 
+#: the conditions this engine evaluates (the search's `constant` it does not)
+ENGINE_CONDITIONS = frozenset(
+    "kind same_dtype same_shape rank attr scalar array finite_int transpose single_use".split()
+)
+
+
+def unsupported(rule: Rule) -> str:
+    """Why this engine cannot run a rule ('' when it can): it reads one-output rules over
+    lazygraph's operators, without attribute keywords in the source, with its conditions."""
+    if rule.vocabulary is not OPS:
+        return f"its patterns are in the {rule.vocabulary.name} vocabulary"
+    if rule.matcher is not None:
+        return "its matching is code"
+    if len(rule.source) != 1:
+        return f"it has {len(rule.source)} outputs"
+    if any(isinstance(a, str) and a.startswith(":") for a in _atoms(rule.lhs)):
+        return "its source matches attributes"
+    extra = {c[0] for c in rule.when} - ENGINE_CONDITIONS
+    if extra:
+        return f"conditions {sorted(extra)}"
+    return ""
+
+
+def _atoms(e: object) -> list:
+    if isinstance(e, list):
+        return [a for x in e for a in _atoms(x)]
+    return [e]
+
+
 def _is_transpose(n: QNode) -> bool:
     """n is a view swapping the last two axes of its whole (rank >= 2) input."""
     if n.leaf or n.op is None or n.op.name != "view" or len(n.inputs) != 1:
@@ -288,4 +322,6 @@ def default_engine() -> Engine:
     """An engine with the built-in rule set."""
     from optimizer.rewrite.builtin import BUILTIN_RULES
 
-    return Engine([make_rule(d["name"], d["lhs"], d["rhs"], d.get("when", [])) for d in BUILTIN_RULES])
+    return Engine(
+        [make_rule(d["name"], d["lhs"], d["rhs"], d.get("when", []), origin="builtin") for d in BUILTIN_RULES]
+    )

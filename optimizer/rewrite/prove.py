@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import z3
 
 from ops.base import REGISTRY
-from optimizer.rewrite.rules import Rule
-from optimizer.rewrite.sexpr import SExpr, head, is_var, unparse
+from optimizer.rewrite.rules import OPS, Rule
+from optimizer.rewrite.sexpr import SExpr, head, is_var, parse, unparse
 
 
 @dataclass
@@ -73,19 +73,24 @@ def _uninterpreted(e: z3.ExprRef) -> bool:
 
 
 def prove_rule(rule: Rule, timeout_ms: int = 5000) -> Verdict:
-    """Prove the rule's source equals its target for all real operands."""
+    """Prove the rule's source equals its target for all real operands (every output)."""
+    if rule.vocabulary is not OPS:
+        return Verdict(
+            "unknown", f"its patterns are in the {rule.vocabulary.name} vocabulary, not lazygraph's"
+        )
     env: dict[str, z3.ArithRef] = {}
     try:
-        lhs, rhs = encode(rule.lhs, env), encode(rule.rhs, env)
+        lhs = [encode(parse(t), env) for t in rule.source]
+        rhs = [encode(parse(t), env) for t in rule.target]
     except _NoSpec as e:
         return Verdict("unknown", str(e))
     s = z3.Solver()
     s.set("timeout", int(timeout_ms))
-    s.add(lhs != rhs)
+    s.add(z3.Or([a != b for a, b in zip(lhs, rhs)]))
     got = s.check()
     if got == z3.unsat:
         return Verdict("proven")
-    if got == z3.sat and (_uninterpreted(lhs) or _uninterpreted(rhs)):
+    if got == z3.sat and any(_uninterpreted(t) for t in lhs + rhs):
         # a model may give exp, log, ... any meaning: it is no counterexample to the real functions
         return Verdict(
             "unknown", "not provable from the specifications (they leave a function uninterpreted)"
@@ -93,7 +98,7 @@ def prove_rule(rule: Rule, timeout_ms: int = 5000) -> Verdict:
     if got == z3.sat:
         m = s.model()
         cex = ", ".join(f"{v} = {m.eval(x, model_completion=True)}" for v, x in sorted(env.items()))
-        return Verdict("refuted", f"{unparse(rule.lhs)} != {unparse(rule.rhs)} at {cex}")
+        return Verdict("refuted", f"{' | '.join(rule.source)} != {' | '.join(rule.target)} at {cex}")
     return Verdict("unknown", f"z3 could not decide within {timeout_ms} ms ({s.reason_unknown()})")
 
 

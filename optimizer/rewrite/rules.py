@@ -1,29 +1,51 @@
-"""Rewrite rules as data: source pattern, target pattern, conditions; JSON in and out.
+"""Rules as data: one representation for every rule of the optimizer, JSON in and out.
 
-A rule is
+A rule (`Rule`) is declared once, as data, and every consumer reads that one record: the
+algebraic rewrite engine (`optimizer/rewrite/engine.py`), the superoptimizer's search
+(`optimizer/superopt/search.py`), and the two verifiers (`optimizer/rewrite/prove.py` from the
+operators' z3 facets, `optimizer/superopt/verify.py` from the axioms). What differs between
+rules is said by fields, not by classes:
 
-    {"name": "mul-one", "lhs": "(multiply ?x 1)", "rhs": "?x", "when": ["(kind ?x biuf)"]}
+- `vocabulary`: whose operators the patterns name. `OPS` (here): lazygraph's registered
+  operators (`(multiply ?x 1)`, `(view@?t (matmul@?m ?a ?b))`). `TERMS`
+  (`optimizer/superopt/rulefile.py`): the superoptimizer's term operators (`(smul ?s ?x)`,
+  `(conv2d 1 same relu ?x ?w)`, `(split0 1 ?t)`). A `Vocabulary` validates a rule's patterns
+  and conditions and, for term rules, builds their term graphs.
+- `source` / `target`: output patterns as text, same count, mapped in order (a multi-output
+  rule has several). `lhs`/`rhs` are the parsed patterns of a one-output rule.
+- `conditions`: s-expressions from `CONDITIONS` (a vocabulary allows a subset).
+- `inputs`, `shapes`: the declared inputs (`tensor` with a rank, or `scalar`) and the
+  concrete instances the rule was checked at numerically (term rules).
+- `status` (`proven`, `refuted`, `unknown`) and `proof`: what a verifier said. `origin`:
+  where the rule came from (`builtin`, `generated`, `user`, a file, ...).
+- `matcher`: for the few rules whose matching is code (the search's structural merges, which
+  need arithmetic on shapes patterns cannot say), the strategy object that finds matches;
+  `None` for rules the engines match from their patterns.
 
-Source patterns: `?x` binds any node (a repeated variable must be the same node), a number
-matches a Python-scalar leaf of that value (in the scalar's own type, so `0` never matches
--0.0; recorded as a guard), `(op@?n arg ...)` an operator node with those inputs, bound to
-`?n` (commutative binary operators are tried in both orders). The whole match is `?root`.
+Ops-vocabulary patterns (the rewrite engine's): `?x` binds any node (a repeated variable must
+be the same node), a number matches a Python-scalar leaf of that value (in the scalar's own
+type, so `0` never matches -0.0; recorded as a guard), `(op@?n arg ... :attr value)` an
+operator node with those inputs (and attributes), bound to `?n` (commutative binary operators
+are tried in both orders). The whole match is `?root`. Targets: a bound variable, or
+`(op@?like arg ... :attr value ...)`, a New node whose attributes are copied from `?like` and
+overridden by the keywords; its shape and dtype are the matched root's (or `?like`'s, below
+the root). Attribute values: numbers, `true`/`false`, `(shape ?n)`, `(dtype ?n)`,
+`(attr ?n name)`, `(typed 0 ?n)` (0 in ?n's dtype's Python type), `(transposed ?n)` (the view
+swapping ?n's last two axes), and for the search `(dim ?n axis)` and `(+ e ...)`.
 
-Target patterns: a bound variable, or `(op@?like arg ... :attr value ...)`, a New node whose
-attributes are copied from `?like` and overridden by the keywords; its shape and dtype are
-the matched root's (or `?like`'s, below the root). Attribute values: numbers, `true`/`false`,
-`(shape ?n)`, `(dtype ?n)`, `(attr ?n name)`, `(typed 0 ?n)` (0 in ?n's dtype's Python type),
-`(transposed ?n)` (the view swapping ?n's last two axes; a `view` target built with it
-takes the swapped shape).
-
-Conditions (the vocabulary in `CONDITIONS`) read dtypes, ranks, shapes and attributes; one
-that compares concrete sizes or values adds a guard. Rules never read anything else, so a
-rule file (see `load_rules`) can come from anywhere: it cannot execute code.
+Conditions read dtypes, ranks, shapes and attributes; one that compares concrete sizes or
+values adds a guard. Rules never read anything else, so a rule file can come from anywhere:
+it cannot execute code. JSON: a one-output ops rule is written `{"name", "lhs", "rhs",
+"when"}` (the rewrite engine's files, `{"format": 1, "rules": [...]}`, see `load_rules`);
+every other rule `{"name", "inputs", "source", "target", "conditions", "shapes", "status",
+"proof"}` (the superoptimizer's files), with `"vocabulary"` where it is not the spelling's
+default (`lhs`: ops, `source`: terms) and `"origin"` where known.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +66,11 @@ CONDITIONS: dict[str, int] = {
     "finite_int": 1,  # (finite_int ?x): bool or integer dtype (every value finite)
     "transpose": 1,  # (transpose ?v): a view swapping the last two axes of its whole input (guarded)
     "single_use": 1,  # (single_use ?n): read by exactly one node (so rewriting its reader drops it)
+    "constant": 1,  # (constant ?x): model state or a scalar only (the search: what folding can fold)
+    "groups": 1,  # (groups k): every convolution of the rule has k groups (term rules: the proof's)
 }
+#: conditions whose second argument is a variable too
+_TWO_VARS = ("same_dtype", "same_shape")
 
 #: binary operators whose operands may be swapped when matching
 COMMUTATIVE = frozenset(
@@ -52,42 +78,151 @@ COMMUTATIVE = frozenset(
     "bitwise_and bitwise_or bitwise_xor".split()
 )
 
-_TARGET_EXPRS = {"shape": 1, "dtype": 1, "attr": 2, "typed": 2, "transposed": 1}
+STATUSES = ("proven", "refuted", "unknown")
+
+_TARGET_EXPRS = {"shape": 1, "dtype": 1, "attr": 2, "typed": 2, "transposed": 1, "dim": 2}
 
 
-@dataclass
-class Rule:
-    """One rewrite rule, parsed and validated (`to_json` gives back its data form)."""
+@dataclass(frozen=True, eq=False)
+class Vocabulary:
+    """The operators a rule's patterns may name, the conditions it may state, and its checks.
+
+    `check(rule)` raises RuleSyntaxError for a rule outside the vocabulary; `graph(texts)`
+    (term vocabularies) builds the patterns' graph form; `applicable(rule, shapes, kinds)`
+    says whether a rule holds at these input shapes.
+    """
 
     name: str
-    lhs: SExpr
-    rhs: SExpr
-    when: list[list] = field(default_factory=list)
+    conditions: frozenset[str]
+    check: Callable[[Rule], None]
+    graph: Callable[[list[str]], Any] | None = None
+    applicable: Callable[..., bool] | None = None
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({self.name!r})"
+
+
+@dataclass(eq=False)
+class Rule:
+    """One rule, parsed and validated by its vocabulary (see the module docstring)."""
+
+    name: str
+    source: list[str]
+    target: list[str]
+    conditions: list[str] = field(default_factory=list)
+    vocabulary: Vocabulary | None = None  # None: OPS (set in __post_init__)
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shapes: list[dict[str, tuple[int, ...]]] = field(default_factory=list)
+    status: str = "unknown"
+    proof: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""
+    matcher: Any = None
+    #: derived forms consumers build once per rule (parsed patterns, term graphs, search matchers)
+    compiled: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.vocabulary is None:
+            self.vocabulary = OPS
+
+    def derived(self, what: str, build: Callable[[], Any]) -> Any:
+        """A form derived from the patterns, built once (rebuilt if the patterns change)."""
+        key = (what, tuple(self.source), tuple(self.target), tuple(self.conditions))
+        got = self.compiled.get(what)
+        if got is None or got[0] != key:
+            got = self.compiled[what] = (key, build())
+        return got[1]
+
+    # -- parsed forms ------------------------------------------------------------------------
+
+    @property
+    def lhs(self) -> SExpr:
+        """The parsed source pattern of a one-output rule."""
+        return self.derived("lhs", lambda: parse(self.source[0]))
+
+    @property
+    def rhs(self) -> SExpr:
+        """The parsed target pattern of a one-output rule."""
+        return self.derived("rhs", lambda: parse(self.target[0]))
+
+    @property
+    def when(self) -> list[list]:
+        """The parsed conditions."""
+        return self.derived("when", lambda: [parse(c) for c in self.conditions])
 
     @property
     def root_op(self) -> str:
-        """The operator a node must have for this rule to be tried (the engine's index)."""
+        """The operator a node must have for this rule to be tried (the rewrite engine's index)."""
         return head(self.lhs)[0]
 
+    # -- term-vocabulary forms ---------------------------------------------------------------
+
+    def _graph_of(self, what: str, texts: Callable[[], list[str]]) -> Any:
+        voc = self.vocabulary
+        if voc.graph is None:
+            raise TypeError(f"rule {self.name}: the {voc.name} vocabulary has no graph form")
+        return self.derived(what, lambda: voc.graph(texts()))
+
+    def graphs(self) -> tuple[Any, Any]:
+        """Source and target as graphs of the vocabulary (variables shared by name)."""
+        return self._graph_of("src", lambda: self.source), self._graph_of("dst", lambda: self.target)
+
+    def pair(self) -> Any:
+        """One graph holding the source outputs then the target outputs (shared nodes once)."""
+        return self._graph_of("pair", lambda: self.source + self.target)
+
+    def applicable(self, shapes: dict[str, tuple[int, ...]], kinds: dict[str, str] | None = None) -> bool:
+        """Whether the rule holds for inputs of these shapes (and dtype kinds, when given)."""
+        if self.vocabulary.applicable is None:
+            raise TypeError(f"rule {self.name}: the {self.vocabulary.name} vocabulary has no shape rules")
+        return self.vocabulary.applicable(self, shapes, kinds)
+
+    # -- JSON --------------------------------------------------------------------------------
+
     def to_json(self) -> dict:
-        """The JSON form (patterns as text)."""
-        return {
-            "name": self.name,
-            "lhs": unparse(self.lhs),
-            "rhs": unparse(self.rhs),
-            "when": [unparse(c) for c in self.when],
-        }
+        """The JSON form (see the module docstring for the two spellings)."""
+        if self.vocabulary is OPS and len(self.source) == 1 and not self.inputs and not self.shapes:
+            d: dict[str, Any] = {
+                "name": self.name,
+                "lhs": unparse(self.lhs),
+                "rhs": unparse(self.rhs),
+                "when": [unparse(c) for c in self.when],
+            }
+            if self.status != "unknown" or self.proof:
+                d.update(status=self.status, proof=self.proof)
+        else:
+            d = {"name": self.name}
+            if self.vocabulary.name != "terms":
+                d["vocabulary"] = self.vocabulary.name
+            d.update(
+                inputs=self.inputs,
+                source=list(self.source),
+                target=list(self.target),
+                conditions=list(self.conditions),
+                shapes=[{k: list(v) for k, v in s.items()} for s in self.shapes],
+                status=self.status,
+                proof=self.proof,
+            )
+        if self.origin:
+            d["origin"] = self.origin
+        return d
 
 
-def _vars_of(e: SExpr, out: set[str]) -> set[str]:
+def vars_of(e: SExpr, out: set[str]) -> set[str]:
+    """The pattern variables of e (bindings `op@?n` included), added to out."""
     if is_var(e):
         out.add(e)
     elif isinstance(e, list):
         if e and isinstance(e[0], str) and "@" in e[0]:
             out.add(e[0].partition("@")[2])
         for x in e[1:] if e and isinstance(e[0], str) else e:
-            _vars_of(x, out)
+            vars_of(x, out)
     return out
+
+
+def _is_literal(v: SExpr) -> bool:
+    return isinstance(v, (bool, int, float)) or (
+        isinstance(v, str) and not is_var(v) and not v.startswith(":")
+    )
 
 
 def _check_lhs(e: SExpr, top: bool) -> None:
@@ -104,8 +239,17 @@ def _check_lhs(e: SExpr, top: bool) -> None:
     name, _ = head(e)
     if name not in REGISTRY:
         raise RuleSyntaxError(f"unknown operator {name!r}")
-    for x in e[1:]:
-        _check_lhs(x, False)
+    args = e[1:]
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if isinstance(a, str) and a.startswith(":"):  # an attribute the node must have
+            if i + 1 >= len(args) or not _is_literal(args[i + 1]):
+                raise RuleSyntaxError(f"keyword {a} needs a literal value in a source pattern")
+            i += 2
+        else:
+            _check_lhs(a, False)
+            i += 1
 
 
 def _check_rhs(e: SExpr, bound: set[str]) -> None:
@@ -113,6 +257,8 @@ def _check_rhs(e: SExpr, bound: set[str]) -> None:
         if e not in bound:
             raise RuleSyntaxError(f"target uses {e} which the source does not bind")
         return
+    if isinstance(e, (bool, int, float)):
+        return  # a Python-scalar constant (search targets: `(multiply ?x 0.5)`)
     if not isinstance(e, list):
         raise RuleSyntaxError(f"a target must be a variable or an operator application, not {e!r}")
     name, like = head(e)
@@ -137,6 +283,10 @@ def _check_rhs(e: SExpr, bound: set[str]) -> None:
 def _check_attr_value(v: SExpr, bound: set[str]) -> None:
     if isinstance(v, (bool, int, float)):
         return
+    if isinstance(v, list) and v and v[0] == "+" and len(v) > 1:
+        for x in v[1:]:
+            _check_attr_value(x, bound)
+        return
     if not isinstance(v, list) or not v or v[0] not in _TARGET_EXPRS or len(v) != _TARGET_EXPRS[v[0]] + 1:
         raise RuleSyntaxError(f"bad attribute value {unparse(v)}")
     var = v[2] if v[0] == "typed" else v[1]
@@ -144,32 +294,147 @@ def _check_attr_value(v: SExpr, bound: set[str]) -> None:
         raise RuleSyntaxError(f"attribute value reads {var}, which the source does not bind")
 
 
-def make_rule(name: str, lhs: str | SExpr, rhs: str | SExpr, when: list | tuple = ()) -> Rule:
-    """Parse and validate a rule (patterns and conditions as text or as parsed lists)."""
-    lp = parse(lhs) if isinstance(lhs, str) else lhs
-    rp = parse(rhs) if isinstance(rhs, str) else rhs
-    conds = [parse(c) if isinstance(c, str) else list(c) for c in when]
-    _check_lhs(lp, True)
-    bound = _vars_of(lp, set()) | {"?root"}
-    _check_rhs(rp, bound)
-    for c in conds:
-        if not isinstance(c, list) or not c or c[0] not in CONDITIONS:
-            raise RuleSyntaxError(f"rule {name}: unknown condition {unparse(c)}")
+def check_conditions(rule: Rule, bound: set[str]) -> None:
+    """Every condition is known to the rule's vocabulary, has its arity and reads bound variables."""
+    for text, c in zip(rule.conditions, rule.when):
+        if not isinstance(c, list) or not c or c[0] not in rule.vocabulary.conditions:
+            raise RuleSyntaxError(f"rule {rule.name}: unknown condition {text!r}")
         if len(c) - 1 != CONDITIONS[c[0]]:
-            raise RuleSyntaxError(f"rule {name}: {c[0]} takes {CONDITIONS[c[0]]} arguments")
-        if c[1] not in bound or (c[0] in ("same_dtype", "same_shape") and c[2] not in bound):
-            raise RuleSyntaxError(f"rule {name}: condition {unparse(c)} reads an unbound variable")
-    return Rule(str(name), lp, rp, conds)
+            raise RuleSyntaxError(f"rule {rule.name}: {c[0]} takes {CONDITIONS[c[0]]} arguments")
+        if c[0] == "groups":
+            if not isinstance(c[1], int) or isinstance(c[1], bool) or c[1] < 1:
+                raise RuleSyntaxError(f"rule {rule.name}: bad group count in {text}")
+        elif c[1] not in bound or (c[0] in _TWO_VARS and c[2] not in bound):
+            raise RuleSyntaxError(f"rule {rule.name}: condition {text} reads an unbound variable")
 
 
-def rule_from_json(d: Any) -> Rule:
-    """A rule from its JSON form (raises RuleSyntaxError on anything malformed)."""
-    if not isinstance(d, dict) or not {"name", "lhs", "rhs"} <= set(d):
-        raise RuleSyntaxError(f"a rule must be an object with name, lhs and rhs: {d!r}")
-    when = d.get("when", [])
-    if not isinstance(when, list):
-        raise RuleSyntaxError("when must be a list")
-    return make_rule(d["name"], d["lhs"], d["rhs"], when)
+def _check_ops(rule: Rule) -> None:
+    """Patterns over registered operators (see the module docstring)."""
+    if not rule.source or len(rule.source) != len(rule.target):
+        raise RuleSyntaxError(f"rule {rule.name}: source and target must list the same number of outputs")
+    bound = {"?root"}
+    for s in rule.source:
+        p = parse(s)
+        _check_lhs(p, True)
+        vars_of(p, bound)
+    for t in rule.target:
+        _check_rhs(parse(t), bound)
+    check_conditions(rule, bound)
+
+
+#: lazygraph's registered operators (ops.base.REGISTRY): the rewrite engine's and the search's patterns
+OPS = Vocabulary("ops", frozenset(CONDITIONS) - {"groups"}, _check_ops)
+
+
+def _text(e: str | SExpr) -> str:
+    return unparse(parse(e)) if isinstance(e, str) else unparse(e)
+
+
+def _patterns(p: str | SExpr | list) -> list:
+    """One pattern (text or parsed) or a list of pattern texts, as a list of patterns."""
+    texts = isinstance(p, (list, tuple)) and p and all(isinstance(x, str) and x[:1] in "(?" for x in p)
+    return list(p) if texts else [p]
+
+
+def make_rule(
+    name: str,
+    lhs: str | SExpr | list,
+    rhs: str | SExpr | list,
+    when: list | tuple = (),
+    *,
+    vocabulary: Vocabulary | None = None,
+    origin: str = "",
+    **fields: Any,
+) -> Rule:
+    """Parse and validate a rule (patterns and conditions as text or as parsed lists).
+
+    `lhs`/`rhs` are one pattern each, or, for multi-output rules, lists of pattern texts;
+    further fields (`inputs`, `shapes`, `status`, `proof`, `matcher`) are passed through.
+    """
+    srcs, dsts = _patterns(lhs), _patterns(rhs)
+    rule = Rule(
+        str(name),
+        [_text(s) for s in srcs],
+        [_text(d) for d in dsts],
+        [_text(c) for c in when],
+        vocabulary or OPS,
+        origin=origin,
+        **fields,
+    )
+    if rule.status not in STATUSES:
+        raise RuleSyntaxError(f"rule {name}: status must be one of {STATUSES}")
+    rule.vocabulary.check(rule)
+    return rule
+
+
+def _check_shape(v: Any) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v
+    ):
+        raise RuleSyntaxError(f"bad shape {v!r}")
+    return tuple(v)
+
+
+def rule_from_json(d: Any, vocabularies: Mapping[str, Vocabulary] | None = None) -> Rule:
+    """A rule from its JSON form (either spelling; raises RuleSyntaxError on anything malformed).
+
+    `vocabularies`: the vocabularies this reader knows by name (default: OPS only; the
+    superoptimizer's reader adds TERMS).
+    """
+    vocabularies = vocabularies if vocabularies is not None else {"ops": OPS}
+    if not isinstance(d, dict):
+        raise RuleSyntaxError(f"a rule must be an object: {d!r}")
+    if "lhs" in d:  # the one-output spelling
+        if not {"name", "rhs"} <= set(d):
+            raise RuleSyntaxError(f"a rule must be an object with name, lhs and rhs: {d!r}")
+        src, tgt, conds = [d["lhs"]], [d["rhs"]], d.get("when", [])
+        default = "ops"
+    else:
+        for k, t in (("name", str), ("source", list), ("target", list)):
+            if not isinstance(d.get(k), t):
+                raise RuleSyntaxError(f"rule field {k!r} missing or not a {t.__name__}")
+        src, tgt, conds = d["source"], d["target"], d.get("conditions", [])
+        default = "terms"
+    name = d["name"]
+    if not isinstance(name, str):
+        raise RuleSyntaxError("a rule's name must be a string")
+    if not src or len(src) != len(tgt) or not all(isinstance(s, str) for s in src + tgt):
+        raise RuleSyntaxError(f"rule {name}: source and target must list the same number of outputs")
+    if not isinstance(conds, list) or not all(isinstance(c, str) for c in conds):
+        raise RuleSyntaxError(f"rule {name}: conditions must be a list of texts")
+    vname = d.get("vocabulary", default)
+    voc = vocabularies.get(vname) if isinstance(vname, str) else None
+    if voc is None:
+        raise RuleSyntaxError(f"rule {name}: vocabulary {vname!r} is not one this reader knows")
+    inputs: dict[str, dict[str, Any]] = {}
+    raw_inputs = d.get("inputs", {})
+    if not isinstance(raw_inputs, dict):
+        raise RuleSyntaxError(f"rule {name}: inputs must be an object")
+    for v, info in raw_inputs.items():
+        if not isinstance(info, dict) or info.get("kind") not in ("tensor", "scalar"):
+            raise RuleSyntaxError(f"rule {name}: input {v} needs kind tensor or scalar")
+        rank = info.get("rank", 0)
+        if not isinstance(rank, int) or rank < 0 or (info["kind"] == "scalar" and rank):
+            raise RuleSyntaxError(f"rule {name}: input {v} has a bad rank {rank!r}")
+        inputs[v] = {"kind": info["kind"], "rank": rank}
+    shapes = []
+    for s in d.get("shapes", []):
+        if not isinstance(s, dict) or set(s) != set(inputs):
+            raise RuleSyntaxError(f"rule {name}: a shapes entry must give every input")
+        shapes.append({k: (() if inputs[k]["kind"] == "scalar" else _check_shape(v)) for k, v in s.items()})
+    status = d.get("status", "unknown")
+    if status not in STATUSES:
+        raise RuleSyntaxError(f"rule {name}: status must be one of {STATUSES}")
+    proof = d.get("proof", {})
+    if not isinstance(proof, dict):
+        raise RuleSyntaxError(f"rule {name}: proof must be an object")
+    origin = d.get("origin", "")
+    if not isinstance(origin, str):
+        raise RuleSyntaxError(f"rule {name}: origin must be a string")
+    rule = Rule(name, [_text(s) for s in src], [_text(t) for t in tgt], [_text(c) for c in conds], voc)
+    rule.inputs, rule.shapes, rule.status, rule.proof, rule.origin = inputs, shapes, status, proof, origin
+    voc.check(rule)
+    return rule
 
 
 def load_rules(path: str | Path) -> list[Rule]:

@@ -1,14 +1,16 @@
-"""The verified library's rules as search rules: its vocabulary matched on lazygraph operators.
+"""Term-vocabulary rules matched on the search's graphs, and the matcher of any rule.
 
 The library (optimizer/superopt/rules.json, see docs/superopt.md) writes rules over the term
 vocabulary of opset.py (`add`, `smul`, `relu`, `conv2d 1 same relu`, `split0`, `enlarge`, ...).
-The search works on lazygraph's operators, so a `LibraryRule` *raises* each search-graph node
+The search works on lazygraph's operators, so a `TermMatcher` *raises* each search-graph node
 into that vocabulary while matching (maximum(x, 0) is `relu`, a multiply by a 0-d operand is
 `smul`, maximum(conv2d(x, w), 0) is `conv2d ... relu`, a slice is `split0`/`split1`, a
 symmetric kernel pad is `enlarge`) and *lowers* the target with the vocabulary's own
 `lower` (splits become slices at the boundary the target's types give, transposes views).
 
-Only proven rules are loaded (`rulefile.proven_rules`). Rules the search cannot use are
+`matcher_of(rule)` is how the search reads a rule: the rule's own `matcher` (structural
+rules), else a `TermMatcher` (term vocabulary) or a `match.PatternMatcher` (lazygraph's
+operators), built once per rule. Only proven rules are loaded (`rulefile.proven_rules`). Rules the search cannot use are
 skipped and counted in `SKIPPED`: sources that split a bare variable (the split position
 lives in the value's history, which a search-graph node does not carry) and rules that build
 shape-only constants (`ident`, `ones`, ...).
@@ -16,15 +18,17 @@ shape-only constants (`ident`, `ones`, ...).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 from ops.base import REGISTRY
 from ops.views import View, c_strides
+from optimizer.rewrite.rules import Rule
 from optimizer.superopt.apply import RewriteError, SGraph
-from optimizer.superopt.match import Context, Rule, rewrite
+from optimizer.superopt.match import Context, Matcher, PatternMatcher, rewrite
 from optimizer.superopt.opset import OPS, TS, readings
-from optimizer.superopt.rulefile import SuperRule, proven_rules
+from optimizer.superopt.rulefile import TERMS, proven_rules
 
 
 def _heads(term: str) -> tuple[str, ...]:
@@ -101,15 +105,17 @@ def raised(ctx: Context) -> dict[tuple, list[int]]:
     return index
 
 
-class LibraryRule(Rule):
-    """One proven library rule, matched and built on search graphs (see the module docstring)."""
+class TermMatcher(Matcher):
+    """A term-vocabulary rule matched and built on search graphs (see the module docstring)."""
 
-    def __init__(self, rule: SuperRule) -> None:
+    def __init__(self, rule: Rule) -> None:
+        if rule.vocabulary is not TERMS:
+            raise ValueError(f"rule {rule.name}: patterns in the {rule.vocabulary.name} vocabulary")
         self.rule = rule
-        self.name = f"lib:{rule.name}"
+        self.name = rule.name
         self.src, self.dst = rule.graphs()
         self.pair = rule.pair()
-        self.conditions = [c if isinstance(c, list) else _parse(c) for c in rule.conditions]
+        self.conditions = rule.when
         heads = [self.src.nodes[r[0]].op for r in self.src.outputs]
         if any(h == "var" for h in heads):
             raise ValueError("a source output is a bare variable")
@@ -250,23 +256,30 @@ def _maybe(g: SGraph | None) -> Iterator[SGraph]:
         yield g
 
 
-def _parse(text: str) -> list:
-    from optimizer.rewrite.sexpr import parse
+def matcher_of(rule: Rule) -> Matcher:
+    """How the search matches a rule: its own matcher, else one built from its vocabulary (once)."""
+    if rule.matcher is not None:
+        return rule.matcher
+    if rule.vocabulary is TERMS:
+        return rule.derived("search", lambda: TermMatcher(rule))
+    return rule.derived("search", lambda: PatternMatcher(rule))
 
-    return parse(text)
 
-
-def from_library(rules: list[SuperRule]) -> list[Rule]:
-    """Search rules for library rules (proven ones only); the others are listed in SKIPPED."""
+def from_library(rules: list[Rule]) -> list[Rule]:
+    """The search's copies of library rules (proven ones only, named `lib:<name>`, their matchers
+    built); the others are listed in SKIPPED."""
     out: list[Rule] = []
     for r in rules:
         if r.status != "proven":
             SKIPPED[r.name] = f"status {r.status}"
             continue
+        lib = dataclasses.replace(r, name=f"lib:{r.name}", origin=r.origin or "library", compiled={})
         try:
-            out.append(LibraryRule(r))
+            matcher_of(lib)
         except (ValueError, KeyError) as e:
             SKIPPED[r.name] = str(e)
+            continue
+        out.append(lib)
     return out
 
 
@@ -275,4 +288,4 @@ def library_rules() -> list[Rule]:
     return from_library(proven_rules())
 
 
-__all__ = ["HEADS", "SKIPPED", "LibraryRule", "from_library", "library_rules", "raise_node"]
+__all__ = ["HEADS", "SKIPPED", "TermMatcher", "from_library", "library_rules", "matcher_of", "raise_node"]

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from optimizer.rewrite.rules import Rule
 from optimizer.rewrite.sexpr import SExpr, parse, unparse
 from optimizer.superopt.axioms import sample_shapes
 from optimizer.superopt.opset import OPS, TS, IntRing, infer, plain
-from optimizer.superopt.rulefile import SuperRule
 from optimizer.superopt.term import parse_terms
 from optimizer.superopt.verify import apply_verdict, rule_from_pair, verify_rule
 
@@ -284,7 +284,7 @@ def _split_candidates(u: Term, reps: dict[bytes, Term], world: World, stats: Sta
         )
 
 
-def generalized_shapes(rule: SuperRule, rng: np.random.Generator, want: int = 2) -> list[dict]:
+def generalized_shapes(rule: Rule, rng: np.random.Generator, want: int = 2) -> list[dict]:
     """Other shapes for which both sides type-check with the same output types."""
     base = rule.shapes[0]
     out: list[dict] = []
@@ -315,7 +315,7 @@ def generate(
     worlds: tuple[World, ...] = WORLDS,
     progress: Callable[[int, int], None] | None = None,
     max_candidates: int = 3000,
-) -> tuple[list[SuperRule], dict]:
+) -> tuple[list[Rule], dict]:
     """Generate and verify rules; returns (rules with statuses, a report with times and counts).
 
     `budget_s` bounds the enumeration (split evenly between worlds); at most `max_candidates`
@@ -338,10 +338,11 @@ def generate(
     stats.candidates = len(cands)
     stats.seconds = time.monotonic() - t0
     t1 = time.monotonic()
-    rules: list[SuperRule] = []
+    rules: list[Rule] = []
     counts = {"proven": 0, "refuted": 0, "unknown": 0}
     for i, c in enumerate(cands.values()):
         rule = rule_from_pair(f"{c.world}-{i}", c.source, c.target, [c.shapes])
+        rule.origin = "generated"
         rule.shapes += generalized_shapes(rule, rng)
         v = verify_rule(rule, timeout_ms=timeout_ms, seed=seed)
         counts[v.status] += 1

@@ -1,19 +1,23 @@
-"""Substitutions the search applies: matching (single- and multi-output), conditions, targets.
+"""How the search matches rules on its graphs (single- and multi-output), conditions, targets.
 
-Two kinds of rule share one interface, `Rule.rewrites(ctx)`, which yields one rewritten
-`SGraph` per match:
+The search reads the optimizer's one rule record (`optimizer.rewrite.rules.Rule`); a
+`Matcher` is the strategy that finds a rule's matches on an `SGraph`, with one interface,
+`rewrites(ctx)`, which yields one rewritten `SGraph` per match:
 
-- `PatternRule`: source and target patterns as data (s-expressions over `?variables`, one
-  pattern per output, so two-output rules such as "two matmuls sharing an input" are one rule),
-  conditions, target attributes computed from matched shapes. Rules from the verified library
-  are converted to this form (`optimizer.superopt.library_rules`); tests write their own.
-- Structural rules written in Python for the multi-output substitutions that need arithmetic
-  on shapes that patterns cannot say (an enlarged kernel, slice bounds of a merged output):
-  `MergeMatmul`, `MergeConv`, `HoistUnary`, `MatmulAddMerge`. Each is an instance of an
-  equality TASO's generator finds (and the library proves) at small sizes: matmul and conv
-  are linear in their weight, so concatenating weights and splitting the output is exact;
-  zero-padding a kernel by whole taps leaves the convolution unchanged when the padding of
-  the input grows by the same amount; an elementwise op commutes with a split.
+- `PatternMatcher`: for rules in the ops vocabulary (patterns over lazygraph's operators,
+  one per output, so two-output rules such as "two matmuls sharing an input" are one rule),
+  conditions, target attributes computed from matched shapes; `pattern_rule` declares one.
+  Rules in the term vocabulary (the verified library) get `adapt.TermMatcher`;
+  `adapt.matcher_of(rule)` picks and caches the matcher of a rule.
+- Structural matchers written in Python for the multi-output substitutions that need
+  arithmetic on shapes that patterns cannot say (an enlarged kernel, slice bounds of a merged
+  output): `MergeMatmul`, `MergeConv`, `HoistUnary`, `MatmulAddMerge`. Each is the `matcher`
+  of a rule (`builtin_rules`) whose patterns state, in the term vocabulary, the two-way
+  instance it generalizes, an equality TASO's generator finds and the verifier proves
+  (tests/test_superopt_search.py proves them): matmul and conv are linear in their weight,
+  so concatenating weights and splitting the output is exact; zero-padding a kernel by whole
+  taps leaves the convolution unchanged when the padding of the input grows by the same
+  amount; an elementwise op commutes with a split.
 
 Every rewrite goes through `rewrite`: the target must give each replaced output the same
 shape and dtype, the result must be acyclic (a multi-output match can create a cycle when
@@ -27,8 +31,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from optimizer.rewrite.rules import OPS, Rule, make_rule
 from optimizer.rewrite.sexpr import parse
 from optimizer.superopt.apply import RewriteError, SGraph
+from optimizer.superopt.rulefile import term_rule
 
 COMMUTATIVE = frozenset(("add", "multiply", "maximum", "minimum"))
 UNARY = frozenset(("tanh", "sigmoid", "exp", "negative", "abs", "sqrt", "square", "erf", "log"))
@@ -70,15 +76,15 @@ def rewrite(sg: SGraph, name: str, build: Callable[[SGraph], dict[int, int]]) ->
     return g
 
 
-class Rule(ABC):
-    """A substitution: `roots` are the operators a match starts from (the pass's condition)."""
+class Matcher(ABC):
+    """How the search finds one rule's matches: `roots` are the operators a match starts from."""
 
     name = "rule"
     roots: tuple[str, ...] = ()
 
     @abstractmethod
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
-        """One rewritten graph per match (each rule kind defines its own matcher)."""
+        """One rewritten graph per match."""
 
 
 def _subsets(items: list[int], groups: list[list[int]]) -> Iterator[tuple[int, ...]]:
@@ -110,7 +116,7 @@ def _split(g: SGraph, y: int, axis: int, members: tuple[int, ...], widths: list[
     return out
 
 
-class MergeMatmul(Rule):
+class MergeMatmul(Matcher):
     """matmul(x, W1), ..., matmul(x, Wk) -> split(matmul(x, concat(W1, ..., Wk, axis=1)))."""
 
     name = "merge-matmul"
@@ -136,7 +142,7 @@ class MergeMatmul(Rule):
         return _split(g, y, len(g.nodes[y].shape) - 1, members, [g.nodes[w].shape[1] for w in ws])
 
 
-class MergeConv(Rule):
+class MergeConv(Matcher):
     """conv(x, W1), ..., conv(x, Wk) -> split(conv(x, concat(enlarge(W1), ..., Wk))) (kernels centred)."""
 
     name = "merge-conv"
@@ -190,7 +196,7 @@ class MergeConv(Rule):
         return _split(g, y, 1, members, [g.nodes[w].shape[0] for w in weights])
 
 
-class HoistUnary(Rule):
+class HoistUnary(Matcher):
     """u(slice(y, p1)), u(slice(y, p2)) -> slice(u(y), p1), slice(u(y), p2) (ReLU, tanh, ...)."""
 
     name = "hoist-unary"
@@ -245,7 +251,7 @@ class HoistUnary(Rule):
         return out
 
 
-class MatmulAddMerge(Rule):
+class MatmulAddMerge(Matcher):
     """matmul(x, A) + matmul(h, B) -> matmul(concat(x, h, axis=1), concat(A, B, axis=0))."""
 
     name = "matmul-add-merge"
@@ -300,25 +306,73 @@ def _with_hoist(g: SGraph | None) -> Iterator[SGraph]:
     yield from HoistUnary().at(g, y, users)
 
 
+_TWO = {"kind": "tensor", "rank": 2}
+_IMG, _KER = {"kind": "tensor", "rank": 4}, {"kind": "tensor", "rank": 4}
+
+
 def builtin_rules() -> list[Rule]:
-    """The structural multi-output substitutions (see the module docstring)."""
-    return [MergeMatmul(), MergeConv(), HoistUnary(), MatmulAddMerge()]
+    """The structural multi-output substitutions (see the module docstring): each a rule whose
+    patterns state the instance its matcher generalizes, in the term vocabulary."""
+    mm = ("(matmul ?x (concat 1 ?y ?z))",)
+    cv = ("(conv2d 1 same none ?x (concat 0 ?w ?v))",)
+    rl = ("(relu (concat 1 ?x ?y))",)
+    declared = [
+        (
+            MergeMatmul(),
+            {"?x": _TWO, "?y": _TWO, "?z": _TWO},
+            ["(matmul ?x ?y)", "(matmul ?x ?z)"],
+            [f"(split0 1 {mm[0]})", f"(split1 1 {mm[0]})"],
+            {"?x": (2, 3), "?y": (3, 2), "?z": (3, 3)},
+        ),
+        (
+            MergeConv(),
+            {"?x": _IMG, "?w": _KER, "?v": _KER},
+            ["(conv2d 1 same none ?x ?w)", "(conv2d 1 same none ?x ?v)"],
+            [f"(split0 1 {cv[0]})", f"(split1 1 {cv[0]})"],
+            {"?x": (1, 2, 3, 3), "?w": (2, 2, 3, 3), "?v": (3, 2, 3, 3)},
+        ),
+        (
+            HoistUnary(),
+            {"?x": _TWO, "?y": _TWO},
+            ["(relu ?x)", "(relu ?y)"],
+            [f"(split0 1 {rl[0]})", f"(split1 1 {rl[0]})"],
+            {"?x": (2, 3), "?y": (2, 2)},
+        ),
+        (
+            MatmulAddMerge(),
+            {"?x": _TWO, "?a": _TWO, "?h": _TWO, "?b": _TWO},
+            ["(add (matmul ?x ?a) (matmul ?h ?b))"],
+            ["(matmul (concat 1 ?x ?h) (concat 0 ?a ?b))"],
+            {"?x": (2, 3), "?a": (3, 4), "?h": (2, 2), "?b": (2, 4)},
+        ),
+    ]
+    return [
+        term_rule(m.name, inputs, src, dst, [], [shapes], matcher=m, origin="builtin")
+        for m, inputs, src, dst, shapes in declared
+    ]
 
 
 # -- rules as data ------------------------------------------------------------------------------
 
 
-class PatternRule(Rule):
-    """Source and target s-expression patterns (one per output), conditions; see `pattern_rule`."""
+#: the conditions PatternMatcher evaluates
+PATTERN_CONDITIONS = frozenset(("rank", "same_shape", "kind", "scalar", "constant"))
 
-    def __init__(self, name: str, src: list, dst: list, when: list) -> None:
-        if len(src) != len(dst) or not src:
-            raise ValueError(f"rule {name}: source and target need the same number of outputs")
-        self.name = name
-        self.src = src
-        self.dst = dst
-        self.when = when
-        self.roots = tuple(dict.fromkeys(p[0] for p in src if isinstance(p, list)))
+
+class PatternMatcher(Matcher):
+    """Matches an ops-vocabulary rule's source patterns (one per output) and builds its targets."""
+
+    def __init__(self, rule: Rule) -> None:
+        if rule.vocabulary is not OPS:
+            raise ValueError(f"rule {rule.name}: patterns in the {rule.vocabulary.name} vocabulary")
+        extra = {c[0] for c in rule.when} - PATTERN_CONDITIONS
+        if extra:
+            raise ValueError(f"rule {rule.name}: the search does not evaluate conditions {sorted(extra)}")
+        self.name = rule.name
+        self.src = [rule.derived(f"src{k}", lambda t=t: parse(t)) for k, t in enumerate(rule.source)]
+        self.dst = [rule.derived(f"dst{k}", lambda t=t: parse(t)) for k, t in enumerate(rule.target)]
+        self.when = rule.when
+        self.roots = tuple(dict.fromkeys(p[0] for p in self.src if isinstance(p, list)))
 
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
         """Every match of all source patterns (distinct roots), conditions true."""
@@ -346,8 +400,9 @@ class PatternRule(Rule):
         return {r: _build_target(g, t, env) for r, t in zip(roots, self.dst)}
 
 
-def pattern_rule(name: str, src: list[str] | str, dst: list[str] | str, when: list[str] = ()) -> PatternRule:
-    """A data rule: `src`/`dst` s-expressions (lists for multi-output rules), `when` conditions.
+def pattern_rule(name: str, src: list[str] | str, dst: list[str] | str, when: list[str] = ()) -> Rule:
+    """A data rule for the search: `src`/`dst` s-expressions over lazygraph's operators (lists
+    for multi-output rules), `when` conditions (an ops-vocabulary `Rule`, validated).
 
     Patterns: `?x` any node (repeated: the same node), a number: a scalar of that value,
     `(op arg ... :attr value)`: an operator node (commutative ops in either order). Target
@@ -356,7 +411,7 @@ def pattern_rule(name: str, src: list[str] | str, dst: list[str] | str, when: li
     """
     srcs = [src] if isinstance(src, str) else list(src)
     dsts = [dst] if isinstance(dst, str) else list(dst)
-    return PatternRule(name, [parse(s) for s in srcs], [parse(d) for d in dsts], [parse(c) for c in when])
+    return make_rule(name, srcs, dsts, list(when), origin="search")
 
 
 def _split_args(p: list) -> tuple[list, dict]:

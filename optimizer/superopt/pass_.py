@@ -33,10 +33,11 @@ from cache.recipe import Recipe
 from ops.settings import SETTINGS
 from ops.views import View
 from optimizer.registry import register_pass
+from optimizer.rewrite.rules import Rule
 from optimizer.superopt.apply import SGraph
 from optimizer.superopt.convert import slice_of
 from optimizer.superopt.cost import CostModel
-from optimizer.superopt.match import Rule, builtin_rules
+from optimizer.superopt.match import builtin_rules
 from optimizer.superopt.search import SearchResult, staged_search
 
 PRIORITY = 175  # after CSE (200), before constant folding (150): folding sees merged weights

@@ -20,9 +20,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from optimizer.rewrite.rules import Rule
+from optimizer.superopt.adapt import matcher_of
 from optimizer.superopt.apply import SGraph
 from optimizer.superopt.cost import CostModel
-from optimizer.superopt.match import Context, Rule
+from optimizer.superopt.match import Context
 
 
 @dataclass
@@ -91,7 +93,7 @@ def search(
         result.explored += 1
         ctx = Context(g, g_order)
         for rule in rules:
-            for cand in rule.rewrites(ctx):
+            for cand in matcher_of(rule).rewrites(ctx):
                 if time.perf_counter() > deadline:
                     break
                 result.generated += 1

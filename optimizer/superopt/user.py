@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from optimizer.rewrite.rules import Rule
 from optimizer.superopt.generate import generalized_shapes
-from optimizer.superopt.rulefile import USER_RULES, SuperRule
+from optimizer.superopt.rulefile import USER_RULES
 from optimizer.superopt.term import TermGraph
 from optimizer.superopt.verify import apply_verdict, rule_from_pair, verify_rule
 
@@ -27,7 +28,7 @@ def register(
     target: TermGraph,
     shapes: dict[str, tuple[int, ...]],
     timeout_ms: int = 5000,
-) -> SuperRule:
+) -> Rule:
     """Prove source == target and add the rule for the optimizer; RuleRefused otherwise."""
     if len(source.outputs) != len(target.outputs):
         raise RuleRefused(
@@ -40,6 +41,7 @@ def register(
     if src == tgt:
         raise RuleRefused(f"rule {name}: source and target are the same graph")
     rule = rule_from_pair(name, src, tgt, [shapes])
+    rule.origin = "user"
     if not rule.applicable(shapes):
         raise RuleRefused(f"rule {name}: source and target differ in output shapes at {shapes}")
     rule.shapes += generalized_shapes(rule, np.random.default_rng(0))

@@ -8,6 +8,11 @@ quantified, with each side that mentions every variable as an E-matching trigger
 *proven* when z3 reports `source_i != target_i for some i` unsatisfiable within the timeout;
 *refuted* when the numeric check (float64, reference kernels, random inputs at the rule's
 shapes) finds a difference; *unknown* otherwise (a z3 timeout or a model is never a proof).
+
+`verify_rule` reads the optimizer's one rule record (`optimizer.rewrite.rules.Rule`): a rule
+in the term vocabulary is checked here; a rule over lazygraph's operators (the rewrite
+engine's, or a search pattern rule) is proven by `optimizer/rewrite/prove.py` from the
+operators' z3 facets, and its verdict comes back in the same form.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from typing import Any
 import numpy as np
 import z3
 
+from optimizer.rewrite.prove import prove_rule
+from optimizer.rewrite.rules import Rule
 from optimizer.rewrite.sexpr import SExpr, is_var, parse
 from optimizer.superopt.axioms import AXIOMS, Axiom
 from optimizer.superopt.opset import OPS, PROJECTIONS, WORDS, FloatRing
-from optimizer.superopt.rulefile import SuperRule
+from optimizer.superopt.rulefile import TERMS, term_rule
 from optimizer.superopt.term import TermGraph, parse_terms
 
 T = z3.DeclareSort("T")
@@ -158,7 +165,7 @@ class Verdict:
     axioms: list[str] = field(default_factory=list)
 
 
-def numeric_check(rule: SuperRule, rng: np.random.Generator, trials: int = 2) -> str | None:
+def numeric_check(rule: Rule, rng: np.random.Generator, trials: int = 2) -> str | None:
     """A counterexample (input shapes and max difference), or None if every check agreed."""
     g = rule.pair()
     n = len(rule.source)
@@ -185,10 +192,13 @@ def _fmt(shapes: dict) -> str:
 
 
 def verify_rule(
-    rule: SuperRule, timeout_ms: int = 2000, seed: int = 0, axioms: list[Axiom] | None = None
+    rule: Rule, timeout_ms: int = 2000, seed: int = 0, axioms: list[Axiom] | None = None
 ) -> Verdict:
-    """Numeric check, then z3 (see the module docstring)."""
+    """Numeric check, then z3 (see the module docstring); ops-vocabulary rules: prove.py."""
     t0 = time.perf_counter()
+    if rule.vocabulary is not TERMS:
+        v = prove_rule(rule, timeout_ms)
+        return Verdict(v.status, time.perf_counter() - t0, v.detail or None)
     if not rule.shapes:
         return Verdict("unknown", 0.0, "the rule gives no shapes to check it on")
     cex = numeric_check(rule, np.random.default_rng(seed))
@@ -198,9 +208,7 @@ def verify_rule(
     return Verdict(status, time.perf_counter() - t0, None, used)
 
 
-def z3_status(
-    rule: SuperRule, timeout_ms: int = 2000, axioms: list[Axiom] | None = None
-) -> tuple[str, list[str]]:
+def z3_status(rule: Rule, timeout_ms: int = 2000, axioms: list[Axiom] | None = None) -> tuple[str, list[str]]:
     """The z3 half alone: ('proven', axioms used) or ('unknown', []) at the rule's first shapes."""
     g = rule.pair()
     types = g.types(rule.shapes[0])
@@ -213,7 +221,7 @@ def z3_status(
     return prove_equal(outs[:n], outs[n:], timeout_ms, axioms)
 
 
-def apply_verdict(rule: SuperRule, v: Verdict) -> SuperRule:
+def apply_verdict(rule: Rule, v: Verdict) -> Rule:
     """The rule with its status and proof info set from a verdict."""
     rule.status = v.status
     rule.proof = {"seconds": round(v.seconds, 4), "axioms": v.axioms, "counterexample": v.counterexample}
@@ -239,7 +247,7 @@ def redundant_axioms(timeout_ms: int = 1000, axioms: list[Axiom] | None = None) 
     return out
 
 
-def rule_from_pair(name: str, source: list[str], target: list[str], shapes: list[dict]) -> SuperRule:
+def rule_from_pair(name: str, source: list[str], target: list[str], shapes: list[dict]) -> Rule:
     """A rule (status unknown) from source/target texts and the shapes to check it on."""
     g = parse_terms(source + target)
     first = shapes[0]
@@ -252,4 +260,4 @@ def rule_from_pair(name: str, source: list[str], target: list[str], shapes: list
     if types is not None:
         # the proof used these group counts (the concat properties of conv need groups = 1)
         conds += [f"(groups {k})" for k in sorted(g.conv_groups(types))]
-    return SuperRule(name, inputs, list(source), list(target), conds, [dict(s) for s in shapes])
+    return term_rule(name, inputs, list(source), list(target), conds, shapes)
