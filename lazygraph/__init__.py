@@ -15,11 +15,12 @@ import sys as _sys
 import numpy as _np
 
 from lazygraph import cachectl as cache  # noqa: F401  (lg.cache.stats(), lg.cache.clear())
+from lazygraph import fft, linalg, random  # noqa: E402, F401  (lg.fft, lg.linalg)
 from lazygraph import methods as _methods  # noqa: F401  (installs Array operators)
-from lazygraph import random
 from lazygraph.api import *  # noqa: F403
 from lazygraph.api import eval, explain, to_dot  # noqa: F401
 from lazygraph.array import Array, mark_static  # noqa: F401
+from lazygraph.array_api import *  # noqa: F403  (namespace info, dtype functions, DLPack)
 from lazygraph.creation import (  # noqa: F401
     arange,
     empty,
@@ -36,6 +37,8 @@ from lazygraph.creation import (  # noqa: F401
 from lazygraph.engine import EvaluationError  # noqa: F401
 from lazygraph.nnops import avg_pool2d, conv2d, log_softmax, logsumexp, max_pool2d, one_hot, softmax  # noqa: F401
 from lazygraph.numlib import *  # noqa: F403  (NumPy functions composed of the operators above)
+from lazygraph.numlib_linalg import *  # noqa: E402, F403  (polyfit, diagflat, hanning and the other windows)
+from lazygraph.numlib_sort import *  # noqa: F403  (sorting, searching, counting, sets, quantiles)
 from lazygraph.shape import (  # noqa: F401
     array,
     asarray,
@@ -68,15 +71,16 @@ uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 complex64, complex128 = _np.complex64, _np.complex128
 dtype = _np.dtype
-finfo, iinfo = _np.finfo, _np.iinfo
-can_cast = _np.can_cast
 newaxis = None
 pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
 
 from lazygraph import autograd as _autograd  # noqa: E402  (installs Array.backward, .grad)
 from lazygraph import datasets, nn, optim, superopt  # noqa: E402
 from lazygraph.autograd import backward, grad  # noqa: E402, F401
+from lazygraph.fallback import LazygraphFallbackWarning  # noqa: E402, F401
+from lazygraph.fallback import module_getattr as __getattr__  # noqa: E402, F401  (lg.<NumPy function we lack>: NumPy's, warned)
 from lazygraph.gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402, F401
+from lazygraph.numlib_complex import *  # noqa: E402, F403  (real, imag, conj, angle, iscomplex, ...)
 from lazygraph.random import manual_seed  # noqa: E402
 from lazygraph.superopt import rule as register_rule  # noqa: E402, F401  (user rules, proven by z3)
 from ops.settings import SETTINGS as settings  # noqa: E402, F401  (lg.settings.update(jit=False), .override, .reload)

@@ -64,6 +64,9 @@ ALIASES = {
     "arccos": "acos",
     "arctan": "atan",
     "arctan2": "atan2",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
     "invert": "bitwise_invert",
     "bitwise_not": "bitwise_invert",
     "left_shift": "bitwise_left_shift",
@@ -105,8 +108,9 @@ def round(x: Any, decimals: int = 0) -> Array:  # noqa: A001 - array API name
 around = round
 
 
-def astype(x: Any, dtype: Any, copy: bool = True) -> Array:
-    """Convert to dtype (NumPy unsafe casting)."""
+def astype(x: Any, dtype: Any, copy: bool = True, device: Any = None) -> Array:
+    """Convert to dtype (NumPy unsafe casting); copy=False returns x itself when the dtype matches."""
+    check_device(device)
     x = _arr(x)
     if not copy and np.dtype(dtype) == x.dtype:
         return x
@@ -287,10 +291,10 @@ def outer(a: Any, b: Any) -> Array:
 
 
 def vecdot(a: Any, b: Any, axis: int = -1) -> Array:
-    """Dot product along an axis, broadcasting the others (real dtypes)."""
+    """Dot product along an axis, broadcasting the others (complex a is conjugated, as the standard says)."""
     a, b = _arr(a), _arr(b)
-    if a.dtype.kind == "c" or b.dtype.kind == "c":
-        raise TypeError("vecdot: complex inputs are not supported")
+    if a.dtype.kind == "c":
+        a = record("conj", a)
     a, b = moveaxis(a, axis, -1), moveaxis(b, axis, -1)
     if a.shape[-1] != b.shape[-1]:  # core dimensions do not broadcast
         raise ValueError(f"vecdot: shapes {a.shape} and {b.shape} differ in the contracted axis")

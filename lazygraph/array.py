@@ -20,6 +20,7 @@ from numpy.exceptions import ComplexWarning
 
 from lazygraph import txn
 from lazygraph.engine import evaluate as evaluation
+from lazygraph.engine.attempt import RELEASED
 from lazygraph.gradmode import is_grad_enabled, track
 from lazygraph.indexing import parse_index
 from ops.base import FAST_SIZE, REGISTRY, check_size, fmt_shape
@@ -102,6 +103,19 @@ def accumulate_grad(storage: Storage, g: Array) -> None:
             txn.register(storage)
     else:
         gh.append(pnode)
+
+
+class Device(str):
+    """A device arrays live on (the Array API's device object); equal to its name, shown as it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+
+#: the host, where every array of this build lives
+CPU = Device("cpu")
 
 
 def check_device(device: str | None) -> None:
@@ -220,6 +234,8 @@ class Array:
                 buf = materialize(base.buffer, view)
                 node = Node(BUFFER, (), {}, view.shape, base.dtype, buffer=buf)
                 node.static = base.static  # w.T of frozen weights is model state too
+                if base in RELEASED:  # its history is gone: grad() must know (autograd.py)
+                    RELEASED.add(node)
             else:
                 node = Node(VIEW, (base,), {"view": view}, view.shape, base.dtype)
                 node.requires_grad = base.requires_grad
@@ -257,9 +273,9 @@ class Array:
         return self.size * self.dtype.itemsize
 
     @property
-    def device(self) -> str:
-        """Where the array lives (the CPU for now)."""
-        return "cpu"
+    def device(self) -> Device:
+        """Where the array lives (the CPU for now): a Device, equal to "cpu"."""
+        return CPU
 
     def __len__(self) -> int:
         if not self.shape:
@@ -295,6 +311,8 @@ class Array:
         # A fresh node carries the mark, so other arrays holding the old value are unaffected.
         if node.buffer is not None and not node.requires_grad:
             fresh = Node(BUFFER, (), {}, node.shape, node.dtype, buffer=node.buffer)
+            if node in RELEASED:
+                RELEASED.add(fresh)
         else:
             fresh = Node(VIEW, (node,), {"view": contiguous(node.shape)}, node.shape, node.dtype)
             fresh.requires_grad = node.requires_grad

@@ -11,13 +11,14 @@ a grad leaf, so `backward()` knows where to accumulate `.grad`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 from lazygraph.array import LEAF_OWNERS, VIEW, Array, accumulate_grad, from_node, record
 from lazygraph.creation import ones, zeros
 from lazygraph.engine import threads
+from lazygraph.engine.attempt import RELEASED
 from lazygraph.gradmode import is_grad_enabled, no_grad, set_grad_enabled
 from lazygraph.shape import asarray
 from ops.base import fmt_shape
@@ -38,17 +39,18 @@ class _Namespace:
 F = _Namespace()
 
 
-def _tracked_order(root: Node) -> list[Node]:
+def _tracked_order(root: Node, inputs: Callable[[Node], tuple[Node, ...]] | None = None) -> list[Node]:
     """Tracked nodes behind `root`, inputs before consumers; stops at grad leaves."""
+    inputs = inputs or _tracked_inputs
     order: list[Node] = []
     seen = {id(root)}
-    stack = [(root, iter(_tracked_inputs(root)))]
+    stack = [(root, iter(inputs(root)))]
     while stack:
         node, it = stack[-1]
         for child in it:
             if id(child) not in seen:
                 seen.add(id(child))
-                stack.append((child, iter(_tracked_inputs(child))))
+                stack.append((child, iter(inputs(child))))
                 break
         else:
             stack.pop()
@@ -60,6 +62,37 @@ def _tracked_inputs(node: Node) -> tuple[Node, ...]:
     if not node.requires_grad or node.grad_leaf:
         return ()
     return tuple(c for c in node.inputs if c.requires_grad)
+
+
+def _float_inputs(node: Node) -> tuple[Node, ...]:
+    """Every floating-point input, tracked or not (grad() with respect to an untracked array).
+
+    Grad leaves stop the walk: parameters, and the values recorded under `no_grad` or made by
+    `detach()` (gradmode.track marks them), through which nothing is differentiated.
+    """
+    if node.grad_leaf:
+        return ()
+    return tuple(c for c in node.inputs if c.dtype.kind == "f")
+
+
+def _check_recorded(order: list[Node], wanted: set[int], xs: list[Array], targets: list[Node]) -> None:
+    """Refuse a gradient that could be silently wrong: a path through an evaluated value is lost.
+
+    Evaluation releases the history of values that do not require grad, so a released value
+    behind the output may have depended on an untracked target without the graph showing it.
+    """
+    for node in order:
+        if id(node) not in wanted and node in RELEASED:
+            i = next(k for k, t in enumerate(targets) if not t.requires_grad)
+            x = xs[i]
+            raise RuntimeError(
+                f"grad: cannot differentiate with respect to argument {i} ({x.dtype}, shape {fmt_shape(x.shape)}), "
+                "which does not require grad: the output depends on a value "
+                f"({node.dtype}, shape {fmt_shape(node.shape)}) that was evaluated before, and evaluation "
+                "releases the recorded history of arrays that do not require grad, so the path from "
+                "the argument may be lost. Mark the argument with x.requires_grad_() (or create it with "
+                "requires_grad=True) before computing the output"
+            )
 
 
 def _sum_to(g: Array, shape: tuple[int, ...]) -> Array:
@@ -77,13 +110,16 @@ def _sum_to(g: Array, shape: tuple[int, ...]) -> Array:
     return g.reshape(shape)
 
 
-def _backprop(root: Node, seed: Array, wanted: set[int]) -> dict[int, Array]:
+def _backprop(
+    root: Node, seed: Array, wanted: set[int], order: list[Node] | None = None, inputs: Callable | None = None
+) -> dict[int, Array]:
     """Cotangents of every node on a path from a `wanted` node to `root`."""
-    order = _tracked_order(root)
+    inputs = inputs or _tracked_inputs
+    order = _tracked_order(root, inputs) if order is None else order
     # Only nodes from which a wanted node is reachable need a cotangent.
     useful: set[int] = set()
     for node in order:
-        if id(node) in wanted or any(id(c) in useful for c in _tracked_inputs(node)):
+        if id(node) in wanted or any(id(c) in useful for c in inputs(node)):
             useful.add(id(node))
     cot: dict[int, Array] = {id(root): seed}
     for node in reversed(order):
@@ -132,7 +168,13 @@ def _seed(y: Array, grad_output: Any, who: str) -> Array:
 def grad(
     y: Array, xs: Sequence[Array] | Array, grad_output: Any = None, create_graph: bool = False
 ) -> list[Array] | Array:
-    """Lazy gradients of `y` with respect to each of `xs` (zeros where y does not depend on one)."""
+    """Lazy gradients of `y` with respect to each of `xs` (zeros where y does not depend on one).
+
+    An array that was not marked `requires_grad` is differentiated too (as JAX does): the graph
+    from it to `y` is recorded anyway. Values recorded under `no_grad` or by `detach()` are
+    constants to it. If a value behind `y` was evaluated before (evaluation releases the
+    history of untracked arrays), the path may be lost: that is an error, never a wrong value.
+    """
     single = isinstance(xs, Array)
     xs = [xs] if single else list(xs)
     for x in xs:
@@ -143,7 +185,13 @@ def grad(
     try:
         seed = _seed(y, grad_output, "grad")
         targets = [x.node for x in xs]
-        cot = _backprop(y.node, seed, {id(t) for t in targets})
+        wanted = {id(t) for t in targets}
+        if all(t.requires_grad for t in targets):
+            cot = _backprop(y.node, seed, wanted)
+        else:  # walk every floating-point value, not only the tracked ones
+            order = _tracked_order(y.node, _float_inputs)
+            _check_recorded(order, wanted, xs, targets)
+            cot = _backprop(y.node, seed, wanted, order, _float_inputs)
         out = []
         for x, t in zip(xs, targets, strict=True):
             g = cot.get(id(t))
@@ -160,7 +208,7 @@ def backward(y: Array, grad_output: Any = None, create_graph: bool = False) -> N
     try:
         seed = _seed(y, grad_output, "backward")
         root = y.node
-        leaves = [n for n in _tracked_order(root) if n.grad_leaf]
+        leaves = [n for n in _tracked_order(root) if n.grad_leaf and n.requires_grad]
         if not leaves and not root.requires_grad:
             raise RuntimeError(
                 "backward: the array does not depend on anything that requires grad "
@@ -227,7 +275,9 @@ def _set_grad(self: Array, value: Array | None) -> None:
 def detach(self: Array) -> Array:
     """The same values, cut off from differentiation."""
     node = self.node
-    return from_node(Node(VIEW, (node,), {"view": contiguous(node.shape)}, node.shape, node.dtype))
+    cut = Node(VIEW, (node,), {"view": contiguous(node.shape)}, node.shape, node.dtype)
+    cut.grad_leaf = True  # grad() with respect to an untracked array stops here too
+    return from_node(cut)
 
 
 def _backward(self: Array, grad_output: Any = None, create_graph: bool = False) -> None:

@@ -43,10 +43,17 @@ class enable_grad(contextlib.ContextDecorator):  # noqa: N801 - PyTorch's spelli
 
 
 def track(node: Node) -> Node:
-    """Mark a freshly recorded node as differentiable when an input requires grad."""
-    if node.dtype.kind == "f" and getattr(_local, "enabled", True):
-        for inp in node.inputs:
-            if inp.requires_grad:
-                node.requires_grad = True
-                break
+    """Mark a freshly recorded node as differentiable when an input requires grad.
+
+    A floating-point node recorded while tracking is off is a grad leaf: differentiation stops
+    there, also for grad() with respect to an array that does not require grad.
+    """
+    if node.dtype.kind in "fc":  # complex intermediates (fft) carry gradients too
+        if getattr(_local, "enabled", True):
+            for inp in node.inputs:
+                if inp.requires_grad:
+                    node.requires_grad = True
+                    break
+        else:
+            node.grad_leaf = True
     return node

@@ -59,6 +59,8 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
         if it is Ellipsis:
             # an Ellipsis standing for no dimensions is kept: it separates advanced indices
             expanded.extend([slice(None)] * (len(shape) - consumed) or [Ellipsis])
+        elif isinstance(it, slice):
+            expanded.append(_slice_ints(it, op))
         else:
             expanded.append(it)
 
@@ -118,6 +120,31 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
         if not empty:
             raise errors[0]
     return None, tuple(template), operands
+
+
+def _slice_ints(s: slice, op: str) -> slice:
+    """A slice whose bounds are Python ints or None.
+
+    A bound with `__index__` (a NumPy integer, a 0-d integer array, a lazy 0-d integer array as
+    in `a[:k + 1]`) is converted here: a lazy bound is an evaluation point, because the result's
+    shape depends on its value.
+    """
+    parts = (s.start, s.stop, s.step)
+    if all(p is None or type(p) is int for p in parts):
+        return s
+    out = []
+    for part in parts:
+        if part is None or _is_int(part):
+            out.append(part if part is None else int(part))
+            continue
+        try:
+            out.append(operator.index(part))
+        except TypeError:
+            raise IndexError(
+                f"{op}: slice indices must be integers or None or have an __index__ method "
+                f"(a 0-d integer array), got {part!r}"
+            ) from None
+    return slice(*out)
 
 
 def _check_int(i: Any, n: int, dim: int, op: str) -> int:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from lazygraph import api, shape
+from lazygraph import api, fallback, shape
 from lazygraph.array import Array, record
 
 _BINARY_DUNDERS = {
@@ -136,17 +136,16 @@ def _array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwar
     if name is None and method == "__call__" and not kwargs and _namespace is not None:
         # a ufunc the namespace composes from other operators (np.hypot, np.copysign, ...)
         impl = getattr(_namespace, ufunc.__name__, None)
-        if callable(impl) and not isinstance(impl, type):
+        if callable(impl) and not isinstance(impl, (type, fallback.FallbackUfunc)):
             return impl(*inputs)
-    if name is None or method != "__call__":
-        return NotImplemented
+    if name is None or method != "__call__" or set(kwargs) - {"out"}:
+        # ufunc methods (np.add.at, np.maximum.accumulate), ufuncs and keywords we lack
+        return fallback.array_ufunc(ufunc, method, inputs, kwargs)
     out = kwargs.pop("out", None)
-    if kwargs:
-        return NotImplemented
     if out is not None:
         (target,) = out
         if not isinstance(target, Array) or name == "matmul":
-            return NotImplemented
+            return fallback.array_ufunc(ufunc, method, inputs, {"out": out})
         # out= follows NumPy's rules (same_kind casting, broadcast to out's shape)
         return getattr(api, name)(*inputs, out=target)
     return getattr(api, name)(*inputs)
@@ -162,12 +161,29 @@ def install_array_function(namespace: ModuleType) -> None:
     _namespace = namespace
 
     def __array_function__(self: Array, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        impl = getattr(namespace, func.__name__, None)
-        if impl is None or not callable(impl) or isinstance(impl, type):
-            return NotImplemented
+        impl = _lookup(namespace, func)
+        if impl is None or not fallback.accepts(impl, kwargs):
+            # a function (or keyword) lazygraph lacks: NumPy's, on the evaluated arguments
+            return fallback.array_function(func, args, kwargs)
         return impl(*args, **kwargs)
 
     Array.__array_function__ = __array_function__
+    fallback.install(namespace)
+
+
+def _lookup(namespace: ModuleType, func: Any) -> Any:
+    """lazygraph's own function for NumPy's `func` (`np.linalg.norm` -> `lg.linalg.norm`), or None."""
+    home: Any = namespace
+    sub = (getattr(func, "__module__", None) or "").split(".")[1:2]
+    if sub in (["linalg"], ["fft"]):
+        home = namespace.__dict__.get(sub[0])
+    if isinstance(home, ModuleType):  # its own names, not the module's NumPy fallbacks (__getattr__)
+        impl = home.__dict__.get(func.__name__)
+    else:
+        impl = getattr(home, func.__name__, None)
+    if impl is None or not callable(impl) or isinstance(impl, (type, fallback.FallbackUfunc)):
+        return None
+    return impl
 
 
 _install()

@@ -35,8 +35,7 @@ Where the lazy version cannot do what NumPy does (documented per function):
   that they are non-negative integers. ``nanargmax``/``nanargmin`` on float input are evaluation
   points: they evaluate whether a slice is all NaN and raise NumPy's ValueError if so.
 - ``count_nonzero`` with ``axis=None`` returns a lazy 0-d int64 array, not a Python int.
-- ``signbit`` (and ``copysign``'s sign source) reads NaN as positive: a NaN's sign bit cannot be
-  observed with arithmetic. ``fmax``/``fmin`` of equal values (+0.0 and -0.0) return the first, as
+- ``fmax``/``fmin`` of equal values (+0.0 and -0.0) return the first, as
   NumPy's scalar loop (NumPy's own vector loops differ among themselves there).
 - ``interp`` locates each x by comparing it with every xp (memory x.size * xp.size), assumes xp
   increasing as NumPy does, and has no ``period``; ``gradient`` takes scalar spacings only.

@@ -98,25 +98,9 @@ def hypot(x1: Any, x2: Any) -> Array:
     return api.astype(res, dt)
 
 
-def signbit(x: Any) -> Array:
-    """Whether the sign bit is set (true for -0.0); NaN reads as positive (see lazygraph.numlib)."""
-    x = _operand(x)
-    dt = _ufunc_dtype("signbit", np.signbit, x)
-    kind = np.asarray(x).dtype.kind if isinstance(x, _PY_SCALARS) else x.dtype.kind
-    if kind in "bu":
-        return full(x.shape if isinstance(x, Array) else (), False, dt)
-    if kind == "i":
-        return api.less(x, 0)
-    # atan2(y, -1) is -pi for -0.0 and +pi for +0.0: the sign of zero without a division
-    return api.logical_and(api.logical_not(api.isnan(x)), api.less(api.atan2(x, -1.0), 0))
-
-
-def copysign(x1: Any, x2: Any) -> Array:
-    """The magnitude of x1 with the sign of x2, for sign-aware formulas."""
-    x1, x2 = _operand(x1), _operand(x2)
-    dt = _ufunc_dtype("copysign", np.copysign, x1, x2)
-    mag = api.abs(api.astype(x1, dt))
-    return api.where(signbit(x2), api.negative(mag), mag)
+# operators of their own (ops/elementwise.py): NumPy's bits, the sign of NaN included
+signbit = api.signbit
+copysign = api.copysign
 
 
 def heaviside(x1: Any, x2: Any) -> Array:

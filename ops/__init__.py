@@ -4,7 +4,16 @@ Importing this package registers all operators in `REGISTRY`. Only NumPy is impo
 here: `cache/`, `optimizer/`, `jit/` and `lazygraph/` build on these definitions.
 """
 
-from ops import creation, elementwise, linalg, movement, nn, reduction  # noqa: F401  (registration)
+from ops import (  # noqa: F401  (registration)
+    complexparts,  # noqa: F401  (registration: real, imag, conj, angle)
+    creation,
+    elementwise,
+    linalg,
+    movement,
+    nn,
+    reduction,
+    sorting,  # noqa: F401  (registration: sort, argsort, searchsorted)
+)
 from ops.base import REGISTRY, Op, register
 from ops.node import Node
 from ops.views import View

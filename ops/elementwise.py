@@ -98,6 +98,8 @@ _BINARY_DECLS: tuple[tuple, ...] = (
     ("divide", np.true_divide, {_F: "{0} / {1}"}, 4, lambda Z, a, b: a / b),
     ("floor_divide", np.floor_divide, {"fiu": "lg_floordiv_{t}({0}, {1})"}, 8, None),
     ("remainder", np.remainder, {"fiu": "lg_remainder_{t}({0}, {1})"}, 8, None),
+    # C's fmod is NumPy's float loop; integer fmod by zero (0, with a warning) stays with NumPy
+    ("fmod", np.fmod, {_F: "fmod({0}, {1})"}, 8, None),
     # NumPy's power takes a square root for an exponent of 0.5 (sqrt(-0) is -0, sqrt(-inf) nan,
     # where pow gives +0 and +inf); 2 and -1 it squares and inverts, which pow rounds alike
     ("pow", np.power, {_F: "(({1}) == 0.5 ? sqrt({0}) : pow({0}, {1}))"}, 16, _fn("pow")),
@@ -118,6 +120,11 @@ _BINARY_DECLS: tuple[tuple, ...] = (
     ("bitwise_xor", np.bitwise_xor, {"iub": "{0} ^ {1}"}, 1, None),
     ("bitwise_left_shift", np.left_shift, {"iu": "lg_shl_{t}({0}, {1})"}, 2, None),
     ("bitwise_right_shift", np.right_shift, {"iu": "lg_shr_{t}({0}, {1})"}, 2, None),
+    # NumPy's kernels (no C template): logaddexp's branches for equal and infinite operands,
+    # nextafter's step in the loop dtype itself (float16 has no C nextafter)
+    ("logaddexp", np.logaddexp, None, 20, _fn("logaddexp")),
+    ("nextafter", np.nextafter, None, 2, None),
+    ("copysign", np.copysign, {_F: "copysign({0}, {1})"}, 1, None),
 )
 
 _UNARY_DECLS: tuple[tuple, ...] = (
@@ -148,10 +155,14 @@ _UNARY_DECLS: tuple[tuple, ...] = (
     ("sinh", np.sinh, {_F: "sinh({0})"}, 12, _fn("sinh")),
     ("cosh", np.cosh, {_F: "cosh({0})"}, 12, _fn("cosh")),
     ("tanh", np.tanh, {_F: "tanh({0})"}, 10, _fn("tanh")),
+    ("asinh", np.arcsinh, {_F: "asinh({0})"}, 14, _fn("asinh")),
+    ("acosh", np.arccosh, {_F: "acosh({0})"}, 14, _fn("acosh")),
+    ("atanh", np.arctanh, {_F: "atanh({0})"}, 14, _fn("atanh")),
     ("sign", np.sign, {"fi": _SIGN, "u": "({0} > 0)"}, 1, lambda Z, x: Z.If(x > 0, 1, Z.If(x < 0, -1, 0))),
     ("floor", np.floor, {_F: "floor({0})", "iub": "{0}"}, 1, _fn("floor")),
     ("ceil", np.ceil, {_F: "ceil({0})", "iub": "{0}"}, 1, _fn("ceil")),
     ("trunc", np.trunc, {_F: "trunc({0})", "iub": "{0}"}, 1, _fn("trunc")),
+    ("signbit", np.signbit, {_F: "(signbit({0}) != 0)"}, 1, None),
     ("isnan", np.isnan, {_F: "({0} != {0})", "iub": "0"}, 1, None),
     ("isfinite", np.isfinite, {_F: "({0} - {0} == 0)", "iub": "1"}, 1, None),
     ("isinf", np.isinf, {_F: "(fabs({0}) == ({T})INFINITY)", "iub": "0"}, 1, None),
@@ -245,6 +256,9 @@ _unary("atan")(lambda F, g, x, out: g / (1 + x * x))
 _unary("sinh")(lambda F, g, x, out: g * F.cosh(x))
 _unary("cosh")(lambda F, g, x, out: g * F.sinh(x))
 _unary("tanh")(lambda F, g, x, out: g * (1 - out * out))
+_unary("asinh")(lambda F, g, x, out: g / F.sqrt(x * x + 1))
+_unary("acosh")(lambda F, g, x, out: g / (F.sqrt(x - 1) * F.sqrt(x + 1)))
+_unary("atanh")(lambda F, g, x, out: g / (1 - x * x))
 _unary("sigmoid")(lambda F, g, x, out: g * out * (1 - out))
 _unary("erf")(lambda F, g, x, out: g * _TWO_OVER_SQRT_PI * F.exp(-x * x))
 # Piecewise-constant functions: zero almost everywhere (PyTorch's convention).
@@ -313,10 +327,30 @@ def _atan2_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     return r * x, -r * y
 
 
+@defvjp("logaddexp")
+def _logaddexp_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x, y = xs
+    # d/dx log(e^x + e^y) = e^(x - out): the operands' softmax weights
+    return g * F.exp(x - out), g * F.exp(y - out)
+
+
+@defvjp("copysign")
+def _copysign_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x, _ = xs
+    # |x| with another sign: +-1 times x's own slope; the sign source is piecewise constant
+    return F.where(F.signbit(x) == F.signbit(out), g, -g), None
+
+
 @defvjp("remainder")
 def _remainder_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     x, y = xs
     return g, -g * F.floor_divide(x, y)
+
+
+@defvjp("fmod")
+def _fmod_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    x, y = xs
+    return g, -g * F.trunc(F.divide(x, y))
 
 
 @defvjp("floor_divide")

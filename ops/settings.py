@@ -196,6 +196,11 @@ FIELDS: dict[str, Field] = {
         "0 (quiet) to 4 (everything)",
     ),
     "cc": Field("CC", _text, "the C compiler for CPU kernels (default: cc, gcc, clang)"),
+    "fallback_warnings": Field(
+        "LAZYGRAPH_FALLBACK_WARNINGS",
+        _switch(True, strict=True),
+        "warn once per NumPy function that runs eagerly on evaluated lazy arrays (0 silences it)",
+    ),
 }
 
 

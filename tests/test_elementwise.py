@@ -55,6 +55,9 @@ NP_BINARY = {
     "bitwise_xor": np.bitwise_xor,
     "bitwise_left_shift": np.left_shift,
     "bitwise_right_shift": np.right_shift,
+    "logaddexp": np.logaddexp,
+    "nextafter": np.nextafter,
+    "copysign": np.copysign,
 }
 
 NP_UNARY = {
@@ -79,6 +82,10 @@ NP_UNARY = {
     "sinh": np.sinh,
     "cosh": np.cosh,
     "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "signbit": np.signbit,
     "sign": np.sign,
     "floor": np.floor,
     "ceil": np.ceil,

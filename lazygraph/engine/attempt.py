@@ -9,6 +9,7 @@ evaluated history can be freed, and other values are freed after their last read
 from __future__ import annotations
 
 import sys
+import weakref
 from collections import Counter
 from itertools import chain
 from typing import Any
@@ -55,11 +56,18 @@ def memoized(w: Walk) -> set[int]:
     return keep
 
 
+#: floating-point values whose recorded history an evaluation released (grad() with respect
+#: to an untracked array refuses to differentiate through them: the path may be lost)
+RELEASED: weakref.WeakSet = weakref.WeakSet()
+
+
 def realize(node: Node, buffer: np.ndarray) -> None:
     """Turn a node into a leaf holding its value; its recorded meaning is unchanged."""
     node.buffer = buffer
     if node.requires_grad and not node.grad_leaf:
         return  # a later backward() still needs the operation and its inputs
+    if node.inputs and node.dtype.kind == "f":
+        RELEASED.add(node)
     node.op = BUFFER
     node.inputs = ()
     node.attrs = {}

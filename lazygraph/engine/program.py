@@ -416,7 +416,9 @@ def _kernel_error(e: Exception, nodes: list[Node], step: Step, vals: list) -> Ex
     else:
         name = "new node"
         shapes = ", ".join(f"{np.shape(vals[i])}" for i in step.ins)
-    cls = type(e) if type(e) in (IndexError, ValueError, TypeError) else EvaluationError
+    cls = (
+        type(e) if type(e) in (IndexError, ValueError, TypeError, np.linalg.LinAlgError) else EvaluationError
+    )
     err = cls(f"{name} failed at evaluation: {e} (operands: {shapes})")
     err.failed_step = (step.src, step.outs)
     return err

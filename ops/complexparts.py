@@ -1,0 +1,62 @@
+"""Complex parts: real, imag, conj, angle, and building a complex value from two parts.
+
+Each is a pointwise operator with NumPy's reference and dtype rule. The JIT has no complex
+types (jit/types.py), so the C templates cover real operands only (where the parts are the
+value itself, zero, the value and `atan2(0, x)`); complex operands run the NumPy kernels.
+Gradients are written for real floating-point operands, the only ones autograd tracks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ops.base import defvjp
+from ops.declare import declare_elementwise
+
+
+def _real(x: Any) -> np.ndarray:
+    return np.real(np.asarray(x)).copy()
+
+
+def _imag(x: Any) -> np.ndarray:
+    x = np.asarray(x)
+    return np.imag(x).copy() if x.dtype.kind == "c" else np.zeros_like(x)
+
+
+def _angle(x: Any) -> np.ndarray:
+    return np.asarray(np.angle(np.asarray(x)))
+
+
+def _make_complex(re: Any, im: Any) -> np.ndarray:
+    """re + i*im exactly (no multiplication: an infinite part stays where it is)."""
+    re, im = np.asarray(re), np.asarray(im)
+    for part in (re, im):
+        if part.dtype.kind not in "biuf":
+            raise TypeError(f"make_complex: parts must be real, got {part.dtype}")
+    dt = np.promote_types(np.result_type(re, im), np.complex64)
+    out = np.empty(np.broadcast_shapes(re.shape, im.shape), dt)
+    out.real = re
+    out.imag = im
+    return out
+
+
+_FIUB = "fiub"
+declare_elementwise("real", _real, 1, jit={_FIUB: "{0}"}, jit_cost=0, z3=lambda Z, x: x)
+declare_elementwise("imag", _imag, 1, jit={_FIUB: "0"}, jit_cost=0, z3=lambda Z, x: x * 0)
+# np.conjugate is a ufunc: its loops give bool -> int8, as NumPy does
+declare_elementwise("conj", np.conjugate, 1, jit={"fiu": "{0}"}, jit_cost=0, z3=lambda Z, x: x)
+declare_elementwise("angle", _angle, 1, jit={"f": "atan2(({T})0, {0})"}, jit_cost=12)
+declare_elementwise("make_complex", _make_complex, 2)
+
+
+@defvjp("real", "conj")
+def _identity_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    return (g,)
+
+
+@defvjp("imag", "angle")
+def _zero_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    # of a real operand: imag is 0, angle is 0 or pi (piecewise constant)
+    return (F.zeros_like(g),)

@@ -1,0 +1,134 @@
+"""Sorting and searching: `sort`, `argsort` (stable, NaN last, optionally descending) and `searchsorted`.
+
+Both sorts are stable whatever the caller asks for, so a graph means one result: equal
+elements keep their order, NaN goes last (NumPy's order), and a descending sort keeps equal
+elements in their original order too (the Array API's rule), which puts NaN first. `sort`
+is differentiable: the cotangent of each output element goes back to the input element the
+stable sort placed there (ties: the one it chose). Partitions, medians and quantiles are
+compositions of these in `lazygraph/numlib_sort.py` and `lazygraph/numlib_quantile.py`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from ops.base import Op, defvjp, dtype_by_example, fmt_shape, normalize_axis, shape_error, type_error
+from ops.declare import declare
+from ops.node import Node
+
+
+def array_namespace(x: Any) -> Any:
+    """The array module of a kernel operand (CuPy's for CuPy arrays, else NumPy)."""
+    mod = sys.modules.get(type(x).__module__.partition(".")[0])
+    return mod if mod is not None and hasattr(mod, "argsort") and hasattr(mod, "searchsorted") else np
+
+
+class Sort(Op):
+    """Sort along one axis (None: the flattened array); `argsort` gives the permutation instead."""
+
+    kind = "sort"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.arg = name == "argsort"
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Same shape (flattened for axis None); argsort's dtype is intp. 0-d: argsort only, as NumPy."""
+        (x,) = inputs
+        unknown = set(attrs) - {"axis", "descending"}
+        if unknown:
+            raise TypeError(f"{self.name}: unknown attribute(s) {', '.join(sorted(unknown))}")
+        axis = attrs.get("axis", -1)
+        descending = attrs.get("descending", False)
+        if not isinstance(descending, (bool, np.bool_)):
+            raise TypeError(f"{self.name}: descending must be a bool, got {descending!r}")
+        if x.dtype.kind not in "biufc":
+            raise type_error(self.name, f"cannot sort dtype {x.dtype}", inputs)
+        if axis is None:
+            shape = (int(np.prod(x.shape, dtype=np.int64)),)
+        elif x.ndim == 0 and self.arg:
+            normalize_axis(self.name, axis, 1)  # NumPy's argsort reads a 0-d array as 1-d
+            axis, shape = None, (1,)
+        else:
+            axis = normalize_axis(self.name, axis, x.ndim)
+            shape = x.shape
+        dtype = np.dtype(np.intp) if self.arg else x.dtype
+        return shape, dtype, {"axis": axis, "descending": bool(descending)}
+
+    def kernel(self, x: Any, axis: int | None, descending: bool) -> Any:
+        """A stable NumPy (or CuPy) sort; descending sorts the reversed array and reverses back."""
+        xp = array_namespace(x)
+        if axis is None:
+            x, axis = x.reshape(-1), 0
+        fn = xp.argsort if self.arg else xp.sort
+        if not descending:
+            return fn(x, axis=axis, kind="stable")
+        out = xp.flip(fn(xp.flip(x, axis), axis=axis, kind="stable"), axis)
+        if self.arg:
+            out = (x.shape[axis] - 1) - out  # positions in the reversed array back to x's
+        return xp.ascontiguousarray(out)
+
+
+class SearchSorted(Op):
+    """Insertion points of `v` into the sorted 1-d `a` (operands: a, v[, sorter]); side left/right."""
+
+    kind = "search"
+
+    def __init__(self) -> None:
+        super().__init__("searchsorted")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """v's shape, intp; a must be 1-d, sorter an integer permutation of a's length."""
+        if len(inputs) not in (2, 3):
+            raise TypeError(f"searchsorted: expected operands a, v[, sorter], got {len(inputs)}")
+        a, v, *sorter = inputs
+        side = attrs.get("side", "left")
+        if side not in ("left", "right"):
+            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        if a.ndim != 1:
+            raise shape_error("searchsorted", f"a must be 1-d, got shape {fmt_shape(a.shape)}", inputs)
+        if sorter:
+            (s,) = sorter
+            if s.ndim != 1 or s.shape != a.shape:
+                raise shape_error("searchsorted", "sorter must be 1-d with a's length", inputs)
+            if s.dtype.kind not in "iu" or not np.can_cast(s.dtype, np.intp, "safe"):
+                raise type_error("searchsorted", f"sorter must be an integer array, got {s.dtype}", inputs)
+        # Comparable dtypes (NumPy's own rule, found on stand-ins)
+        dtype_by_example("searchsorted", lambda a, v, *s: np.searchsorted(a, v), inputs[:2])
+        return v.shape, np.dtype(np.intp), {"side": side}
+
+    def kernel(self, a: Any, v: Any, sorter: Any = None, side: str = "left") -> Any:
+        """NumPy's searchsorted (a sorter index out of range raises ValueError here)."""
+        xp = array_namespace(a)
+        return xp.asarray(xp.searchsorted(a, v, side=side, sorter=sorter))
+
+
+for _op in (Sort("sort"), Sort("argsort"), SearchSorted()):
+    declare(_op)
+
+
+def scatter_along(F: Any, g: Any, idx: Any, axis: int, shape: tuple[int, ...]) -> Any:
+    """zeros(shape) with g's elements added at positions `idx` along `axis` (put_along_axis's adjoint)."""
+    ndim = len(shape)
+    index = []
+    for d in range(ndim):
+        if d == axis:
+            index.append(idx)
+        else:
+            index.append(np.arange(shape[d]).reshape([-1 if k == d else 1 for k in range(ndim)]))
+    zeros = F.zeros(shape, dtype=g.dtype)
+    return F.record("scatter_add", zeros, g, *index, index=tuple(("a", k) for k in range(ndim)))
+
+
+@defvjp("sort")
+def _sort_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    # The stable argsort is the permutation the sort applied: each cotangent goes back there.
+    x = xs[0]
+    axis, descending = attrs["axis"], attrs["descending"]
+    idx = F.record("argsort", x, axis=axis, descending=descending)
+    if axis is None:
+        return (scatter_along(F, g, idx, 0, (x.size,)).reshape(x.shape),)
+    return (scatter_along(F, g, idx, axis, x.shape),)
