@@ -123,7 +123,10 @@ def check_node(node: Node) -> None:
 class Domain:
     """Axis mapping of a growing region (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, expanded: dict[int, Any] | None = None) -> None:
+        #: id(composite node) -> its decomposition's parts (or why it has none), shared by the
+        #: domains of one fusion search so that each composite is expanded once, not per trial join
+        self.expanded: dict[int, Any] = {} if expanded is None else expanded
         self.parent: dict[int, int] = {}
         self.size: dict[int, int] = {}
         self.amap: dict[int, tuple[int, ...]] = {}  # id(node) -> axis per dimension (-1: unit)
@@ -195,6 +198,7 @@ class Domain:
         d.axes_seen = set(self.axes_seen)
         d.reducers = list(self.reducers)
         d.parts = dict(self.parts)
+        d.expanded = self.expanded
         d._next = self._next
         return d
 
@@ -247,10 +251,15 @@ class Domain:
 
     def _add_composite(self, node: Node) -> None:
         """A composite joins as its decomposition's primitive nodes; it stands for the last one."""
-        try:
-            parts = expand(node)
-        except (TypeError, ValueError) as e:
-            raise NotFusable(f"{node.op.name}: no decomposition for these operands ({e})") from None
+        parts = self.expanded.get(id(node))
+        if parts is None:
+            try:
+                parts = expand(node)
+            except (TypeError, ValueError) as e:
+                parts = f"{node.op.name}: no decomposition for these operands ({e})"
+            self.expanded[id(node)] = parts
+        if isinstance(parts, str):
+            raise NotFusable(parts)
         for p in parts:
             self.add(p)
         last = id(parts[-1])

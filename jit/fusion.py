@@ -27,13 +27,14 @@ MAX_MEMBERS = 256
 
 
 class _Group:
-    __slots__ = ("gid", "members", "domain", "first")
+    __slots__ = ("gid", "members", "domain", "first", "ordered")
 
     def __init__(self, gid: int, domain: Domain, first: Node, pos: int) -> None:
         self.gid = gid
         self.members: list[Node] = [first]
         self.domain = domain
         self.first = pos  # position of the earliest member: nothing before it depends on the group
+        self.ordered = True  # members joined the domain in topological order (no merge since)
 
 
 class _Fuser:
@@ -43,6 +44,7 @@ class _Fuser:
         self.parent: dict[int, int] = {}
         self.groups: dict[int, _Group] = {}
         self.merge_adds = 0  # nodes added to domains while merging groups (work counter)
+        self.expanded: dict[int, object] = {}  # composites' decompositions, shared by every domain
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
@@ -86,7 +88,7 @@ class _Fuser:
                     cands.append(self.groups[g])
             joined = self.join(n, cands)
             if joined is None:
-                dom = Domain()
+                dom = Domain(self.expanded)
                 try:
                     dom.add(n)
                 except NotFusable:
@@ -140,6 +142,7 @@ class _Fuser:
         keep.members = members + [n]
         keep.domain = dom
         keep.first = first
+        keep.ordered = False
         return keep
 
     def _merged_domain(self, cands: list[_Group], n: Node) -> Domain | None:
@@ -158,7 +161,7 @@ class _Fuser:
                 base = g
                 break
         if base is None:
-            dom = Domain()
+            dom = Domain(self.expanded)
             rest = sorted((m for g in cands for m in g.members), key=lambda m: self.pos[id(m)])
         else:
             dom = base.domain.copy()
@@ -209,14 +212,16 @@ def find_regions(
                     seen.add(id(c))
                     inputs.append(c)
         ordered = sorted(members, key=lambda m: f.pos[id(m)])
-        try:
+        dom = g.domain
+        if not g.ordered:
             # The domain's checks depend on the order members joined; a cached region is rebuilt
             # in topological order (kernel.make_region), so that order must accept it too.
-            dom = Domain()
-            for m in ordered:
-                dom.add(m)
-        except NotFusable:
-            continue  # its members run one by one
+            try:
+                dom = Domain(f.expanded)
+                for m in ordered:
+                    dom.add(m)
+            except NotFusable:
+                continue  # its members run one by one
         out.append(Region(ordered, inputs, outputs, dom))
     out = _break_cycles(order, out)
     out.sort(key=lambda r: f.pos[id(r.nodes[-1])])
