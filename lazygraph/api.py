@@ -12,7 +12,14 @@ from typing import Any, TextIO
 import numpy as np
 
 from lazygraph import debug
-from lazygraph.array import Array, check_device, record, result_dtype  # noqa: F401  (check_device: for importers)
+from lazygraph.array import (  # noqa: F401  (check_device: for importers)
+    Array,
+    check_device,
+    record,
+    record_binary,
+    record_unary,
+    result_dtype,
+)
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.shape import _arr, moveaxis, ravel
 from ops.elementwise import BINARY, UNARY
@@ -22,6 +29,11 @@ UFUNC_NAMES: dict[np.ufunc, str] = {fn: name for name, fn in {**BINARY, **UNARY}
 
 def _elementwise(name: str, arity: int):
     def fn(*args: Any, out: Array | None = None) -> Array:
+        if out is None:  # the common case, memoized per operand signature
+            if arity == 1 and len(args) == 1:
+                return record_unary(name, args[0])
+            if arity == 2 and len(args) == 2:
+                return record_binary(name, args[0], args[1])
         if len(args) != arity:
             raise TypeError(f"{name}() takes {arity} positional arguments but {len(args)} were given")
         if out is not None:

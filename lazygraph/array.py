@@ -21,9 +21,9 @@ from numpy.exceptions import ComplexWarning
 from lazygraph import txn
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.engine.attempt import RELEASED
-from lazygraph.gradmode import is_grad_enabled, track
+from lazygraph.gradmode import GRAD_STATE, is_grad_enabled, track
 from lazygraph.indexing import parse_index
-from ops.base import FAST_SIZE, REGISTRY, check_size, fmt_shape
+from ops.base import FAST_SIZE, REGISTRY, _weak_sig, check_size, fmt_shape
 from ops.creation import BUFFER, SCALAR
 from ops.node import Node
 from ops.views import View, contiguous, is_identity, materialize
@@ -158,10 +158,13 @@ def as_node(x: Any, op: str) -> Node:
 def record(op: str, *operands: Any, **attrs: Any) -> Array:
     """Record `op` applied to operands; shape and dtype are checked now, not at evaluation."""
     opdef = REGISTRY[op]
-    nodes = tuple(as_node(x, op) for x in operands)
-    if nodes and all(n.op is SCALAR for n in nodes):
-        # NumPy treats all-scalar operations as on default-dtype arrays.
-        nodes = tuple(constant(n.buffer) for n in nodes)
+    nodes = tuple([as_node(x, op) for x in operands])
+    for n in nodes:
+        if n.op is not SCALAR:
+            break
+    else:
+        if nodes:  # NumPy treats all-scalar operations as on default-dtype arrays.
+            nodes = tuple([constant(n.buffer) for n in nodes])
     shape, dtype, attrs = opdef.infer(nodes, attrs)
     if not 0 < prod(shape) <= FAST_SIZE:  # the common case without a call
         check_size(op, shape, dtype)
@@ -542,3 +545,134 @@ class Scalar(Array):
 
     def _inplace(self, op: str, other: Any) -> Array:
         return record(op, self, other)
+
+
+# -- the lean recording path ------------------------------------------------------------------
+#
+# Elementwise operators recorded by the operators (`a + b`) and the namespace's functions
+# (`lg.tanh(a)`) come here. What recording finds (shape, dtype, whether the node is
+# differentiable, whether its kernel can fail on data) depends only on the operands'
+# signature: per array operand its dtype and shape, per Python scalar its weak-scalar
+# signature (`_weak_sig`: a Python int's value matters only through which integer dtypes hold
+# it). The operator's `sig_cache` remembers it after a first recording through `record`, which
+# checks everything and raises any error at the user's line; a signature that failed is never
+# remembered, so it fails again. Anything unusual (constants, NumPy scalars, operands that are
+# all scalars, empty shapes, attributes, operators with their own rule) takes `record` itself.
+
+#: array types whose `node` is the plain property (subclasses such as ComplexPart override it)
+_PLAIN = {Array, Scalar}
+_NODE = Array.__dict__["node"]
+_F64 = _SCALAR_DTYPES[float]
+_I64 = _SCALAR_DTYPES[int]
+_SMALL_INT = _weak_sig(0)  # every integer dtype holds 0..127
+_SMALL_NEG = _weak_sig(-1)  # every signed one -128..-1
+
+
+def _adopt(*types: type) -> bool:
+    """Admit Array subclasses that read `node` as Array does (nn.Parameter) to the lean path."""
+    new = False
+    for t in types:
+        if t not in _PLAIN and issubclass(t, Array) and t.node is _NODE:
+            _PLAIN.add(t)
+            new = True
+    return new
+
+
+def _weak(x: Any) -> Any:
+    """The cache signature of a Python scalar operand, or None for anything else."""
+    t = type(x)
+    if t is int:
+        if 0 <= x <= 127:
+            return _SMALL_INT
+        return _SMALL_NEG if -128 <= x < 0 else _weak_sig(x)
+    if t is float or t is bool or t is complex:
+        return t
+    return None
+
+
+def _remember(cache: dict, key: tuple, result: Array) -> Array:
+    """Memoize what `record` found for this signature (empty results are value-dependent)."""
+    node = result._storage.node
+    shape = node.shape
+    if 0 not in shape:
+        if len(cache) >= node.op.SIG_CACHE_LIMIT:
+            cache.clear()
+        fallible = node.op in _FALLIBLE and _FALLIBLE[node.op](node)
+        cache[key] = (shape, node.dtype, node.dtype.kind in "fc", fallible)
+    return result
+
+
+def record_binary(op: str, x: Any, y: Any) -> Array:
+    """`record(op, x, y)` for a binary elementwise operator, memoized per operand signature."""
+    opdef = REGISTRY[op]
+    cache = opdef.sig_cache
+    if cache is None or opdef.arity != 2:
+        return record(op, x, y)
+    tx = type(x)
+    ty = type(y)
+    if tx in _PLAIN:
+        nx = x._storage.node if x._view is None else x.node
+        if ty in _PLAIN:
+            ny = y._storage.node if y._view is None else y.node
+            key = (nx.dtype, nx.shape, ny.dtype, ny.shape)
+        elif ty is float:
+            key = (nx.dtype, nx.shape, float, None)
+            ny = Node(SCALAR, (), {}, (), _F64, y)
+        elif ty is int and 0 <= y <= 127:
+            key = (nx.dtype, nx.shape, _SMALL_INT, None)
+            ny = Node(SCALAR, (), {}, (), _I64, y)
+        else:
+            sig = _weak(y)
+            if sig is None:
+                return record_binary(op, x, y) if _adopt(ty) else record(op, x, y)
+            key = (nx.dtype, nx.shape, sig, None)
+            ny = Node(SCALAR, (), {}, (), _SCALAR_DTYPES[ty], y)
+    elif ty in _PLAIN:
+        ny = y._storage.node if y._view is None else y.node
+        sig = _weak(x)
+        if sig is None:
+            return record_binary(op, x, y) if _adopt(tx) else record(op, x, y)
+        key = (sig, None, ny.dtype, ny.shape)
+        nx = Node(SCALAR, (), {}, (), _SCALAR_DTYPES[tx], x)
+    else:
+        return record_binary(op, x, y) if _adopt(tx, ty) else record(op, x, y)
+    hit = cache.get(key)
+    if hit is None:
+        return _remember(cache, key, record(op, x, y))
+    shape, dtype, fc, fallible = hit
+    node = Node(opdef, (nx, ny), {}, shape, dtype)
+    if fc:  # gradmode.track
+        if GRAD_STATE.enabled:
+            if nx.requires_grad or ny.requires_grad:
+                node.requires_grad = True
+        else:
+            node.grad_leaf = True
+    if fallible:
+        txn.note_origin(node)
+    return Array(Storage(node))
+
+
+def record_unary(op: str, x: Any) -> Array:
+    """`record(op, x)` for a unary elementwise operator, memoized per operand signature."""
+    opdef = REGISTRY[op]
+    cache = opdef.sig_cache
+    if cache is None or opdef.arity != 1:
+        return record(op, x)
+    if type(x) not in _PLAIN and not _adopt(type(x)):
+        return record(op, x)
+    nx = x._storage.node if x._view is None else x.node
+    key = (nx.dtype, nx.shape)
+    hit = cache.get(key)
+    if hit is None:
+        return _remember(cache, key, record(op, x))
+    shape, dtype, fc, fallible = hit
+    node = Node(opdef, (nx,), {}, shape, dtype)
+    if fc:  # gradmode.track
+        if GRAD_STATE.enabled:
+            if nx.requires_grad:
+                node.requires_grad = True
+        else:
+            node.grad_leaf = True
+    if fallible:
+        txn.note_origin(node)
+    return Array(Storage(node))

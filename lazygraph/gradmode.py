@@ -7,12 +7,21 @@ import threading
 
 from ops.node import Node
 
-_local = threading.local()
+
+class _GradState(threading.local):
+    """Per-thread switch; a class default, so reading it on a fresh thread raises nothing inside."""
+
+    enabled = True
+
+
+_local = _GradState()
+#: the per-thread switch itself (`GRAD_STATE.enabled`), for the lean recording path
+GRAD_STATE = _local
 
 
 def is_grad_enabled() -> bool:
     """True when newly recorded operations are tracked for differentiation."""
-    return getattr(_local, "enabled", True)
+    return _local.enabled
 
 
 def set_grad_enabled(mode: bool) -> None:
@@ -49,7 +58,7 @@ def track(node: Node) -> Node:
     there, also for grad() with respect to an array that does not require grad.
     """
     if node.dtype.kind in "fc":  # complex intermediates (fft) carry gradients too
-        if getattr(_local, "enabled", True):
+        if _local.enabled:
             for inp in node.inputs:
                 if inp.requires_grad:
                     node.requires_grad = True

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from lazygraph import api, fallback, shape
-from lazygraph.array import Array, record
+from lazygraph.array import Array, record, record_binary, record_unary
 
 _BINARY_DUNDERS = {
     "add": "add",
@@ -38,14 +38,14 @@ _UNARY_DUNDERS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": 
 
 def _forward(op: str):
     def method(self: Array, other: Any) -> Array:
-        return record(op, self, other)
+        return record_binary(op, self, other)
 
     return method
 
 
 def _reflected(op: str):
     def method(self: Array, other: Any) -> Array:
-        return record(op, other, self)
+        return record_binary(op, other, self)
 
     return method
 
@@ -59,7 +59,7 @@ def _inplace(op: str):
 
 def _unary(op: str):
     def method(self: Array) -> Array:
-        return record(op, self)
+        return record_unary(op, self)
 
     return method
 
@@ -78,7 +78,7 @@ def _install() -> None:
         # NumPy's `a ** 2` (Python int 2) is np.square(a): int8, not int64, for bool arrays.
         if type(other) is int and other == 2 and self.dtype.kind == "b":
             return record("square", self)
-        return record("pow", self, other)
+        return record_binary("pow", self, other)
 
     Array.__pow__ = _pow
 
@@ -138,6 +138,12 @@ def _array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwar
         impl = getattr(_namespace, ufunc.__name__, None)
         if callable(impl) and not isinstance(impl, (type, fallback.FallbackUfunc)):
             return impl(*inputs)
+    if method != "__call__" and _namespace is not None:
+        # ufunc methods lazygraph records (np.add.at on a lazy array, np.maximum.accumulate)
+        lazy = getattr(getattr(_namespace, ufunc.__name__, None), method, None)
+        if getattr(lazy, "lazy", False) and fallback.accepts(lazy, kwargs):
+            if method != "at" or isinstance(inputs[0], Array):
+                return lazy(*inputs, **kwargs)
     if name is None or method != "__call__" or set(kwargs) - {"out"}:
         # ufunc methods (np.add.at, np.maximum.accumulate), ufuncs and keywords we lack
         return fallback.array_ufunc(ufunc, method, inputs, kwargs)

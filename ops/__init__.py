@@ -12,6 +12,7 @@ from ops import (  # noqa: F401  (registration)
     movement,
     nn,
     reduction,
+    scan,  # noqa: F401  (registration: ufunc_reduce, accumulate, reduceat, ufunc_at)
     sorting,  # noqa: F401  (registration: sort, argsort, searchsorted)
 )
 from ops.base import REGISTRY, Op, register

@@ -73,6 +73,10 @@ class Op:
     decompose: Callable | None = None
     #: the superoptimizer's vocabulary terms this operator raises to (optimizer/superopt attaches)
     superopt: tuple = ()
+    #: memo of the lean recording path (ops/declare.Elementwise keeps one); None: always `infer`
+    sig_cache: dict | None = None
+    #: most signatures one operator's memo holds before it starts over
+    SIG_CACHE_LIMIT = 1024
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
@@ -171,7 +175,10 @@ def broadcast_shapes(op: str, nodes: Sequence[Node]) -> Shape:
     """NumPy broadcasting of the operands' shapes, with an error naming the op."""
     shapes = [n.shape for n in nodes]
     first = shapes[0]
-    if all(s == first for s in shapes):
+    for s in shapes:
+        if s != first:
+            break
+    else:
         return first
     out = list(max(shapes, key=len))
     ndim = len(out)
@@ -246,10 +253,14 @@ def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: An
     reproduces NumPy exactly, including value-based errors such as an int8 array plus
     1000; results are cached per dtype signature when no Python int is involved.
     """
-    sig = tuple(_weak_sig(n.buffer) if is_weak_scalar(n) else n.dtype for n in inputs)
+    sig = tuple([_weak_sig(n.buffer) if is_weak_scalar(n) else n.dtype for n in inputs])
     # Empty stand-ins skip per-element errors (int ** -1), so they bypass the cache.
-    value_dependent = any(0 in n.shape for n in inputs)
-    key = (op, sig, tuple(sorted(kwargs.items())))
+    value_dependent = False
+    for n in inputs:
+        if 0 in n.shape:
+            value_dependent = True
+            break
+    key = (op, sig, tuple(sorted(kwargs.items())) if kwargs else ())
     if not value_dependent:
         try:
             return _dtype_cache[key]

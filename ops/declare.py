@@ -40,6 +40,10 @@ class Elementwise(Op):
         self.fn = fn
         self.arity = arity
         self.dtype_fn = dtype_fn or fn
+        # The lean recording path's memo (lazygraph.array.record_unary/record_binary): operand
+        # signature (per operand its dtype and shape, or a weak scalar's `_weak_sig` and None) ->
+        # what recording found for it. Only operators that keep this class's rule have one.
+        self.sig_cache: dict | None = {} if type(self).infer is Elementwise.infer else None
 
     def infer(self, inputs: tuple[Node, ...], attrs: dict):
         """Broadcast shapes; NumPy's result dtype."""

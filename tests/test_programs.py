@@ -27,14 +27,7 @@ from benchmarks.programs import PROGRAMS, harness, load  # noqa: E402
 # The NumPy functions each program still reaches only through lazygraph's NumPy fallback (run
 # eagerly on evaluated arguments, with a warning). Exact: a function made lazy, or a new
 # fallback, fails the test until this list says so.
-FALLBACK: dict[str, set[str]] = {
-    "heat": {"numpy.unravel_index"},
-    "nbody": {"numpy.fill_diagonal", "numpy.triu_indices"},
-    "running_stats": {"numpy.insert", "numpy.maximum.accumulate"},
-    "scatter_add": {"numpy.add.at", "numpy.maximum.at"},
-    "groupby": {"numpy.maximum.reduceat"},
-    "int_overflow": {"numpy.bitwise_xor.reduce"},
-}
+FALLBACK: dict[str, set[str]] = {}
 MISSING: dict[str, str] = {}  # programs that cannot run at all (none today)
 
 
