@@ -3,7 +3,8 @@
 Assignment to CUDA: Blocks is a grid-stride loop over blockIdx.x, Threads a block-stride
 loop over threadIdx.x, BlocksAndThreads a grid-stride loop over the global thread index,
 Sequential a plain loop. A reduction whose loop uses threads ends with a block reduction
-(warp shuffles, then one value per warp through shared memory) that every thread of the
+(warp shuffles, one value per warp through shared memory, then thread 0 combines the warps'
+values in order; lanes past the last warp must not re-read a warp's value) that every thread of the
 block enters — the constraints guarantee the enclosing loops are uniform across the block —
 and whose result is broadcast, with __syncthreads() between the fused stages. Stores are
 guarded so that values computed redundantly by several threads or blocks are written once.
@@ -81,11 +82,7 @@ __device__ T lg_block_reduce(T v, F f, T* sh) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   if (lane == 0) sh[warp] = v;
   __syncthreads();
-  if (warp == 0) {
-    v = sh[lane < warps ? lane : 0];
-    for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) sh[32] = v;
-  }
+  if (threadIdx.x == 0) { T r = sh[0]; for (int w = 1; w < warps; w++) r = f(r, sh[w]); sh[32] = r; }
   __syncthreads();
   v = sh[32];
   __syncthreads();  // the next stage may reuse sh

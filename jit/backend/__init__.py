@@ -19,6 +19,7 @@ __all__ = ["Backend", "Binary", "Program", "ScalarSlots", "available", "get", "r
 _FACTORIES: dict[str, str | Callable[[], Backend]] = {
     "cpu": "jit.backend.cpu:CpuBackend",
     "cuda": "jit.backend.cuda:CudaBackend",
+    "cuda-emulated": "jit.backend.cuda_emulated:CudaEmulatedBackend",
 }
 _built: dict[str, Backend] = {}
 _lock = threading.Lock()

@@ -1,0 +1,340 @@
+"""CUDA emulated on the CPU: the CUDA C that NVRTC would compile, built by the host C++ compiler.
+
+A backend for checking the CUDA kernels without a GPU: `language = "cuda"`, so FusedKernel
+renders the very source the CUDA backend compiles (jit/render_cuda.py), and this backend runs
+it on the host.
+
+- Allocator and library calls: the CPU backend's (NumPy buffers; host memory is this
+  device's memory), inherited from `CpuBackend`.
+- Compiler: the rendered source is wrapped in a C++ prelude and compiled by the system C++
+  compiler (`$CXX`, else the C compiler's C++ sibling: c++, g++, clang++) with the CPU
+  backend's value-preserving flags (`-ffp-contract=off` unless fast math; never the fast-math
+  family), the binary kept in the kernel store. The prelude
+  - puts the CUDA source in a namespace (its own int64_t typedefs stay its own) with
+    `__global__`, `__device__` and `__forceinline__` as plain C++, `__shared__` as a
+    function-static thread-local (shared by the threads of a block, which run on one host
+    thread), `INFINITY`/`NAN` through `__int_as_float`, and the host's <math.h> overloads
+    (exp(float) is expf, as in CUDA);
+  - emulates `threadIdx`, `blockIdx`, `blockDim` and `gridDim` (x only: the renderer launches
+    1-D) as thread-local globals;
+  - runs a launch block by block. A kernel that synchronises (render_cuda's block reduction:
+    `__shfl_xor_sync` within warps, shared memory between `__syncthreads`) runs each block's
+    threads as fibers (ucontext) on one host thread, scheduled in sweeps: a fiber runs to its
+    next barrier or shuffle and yields. A barrier releases when every live thread of the
+    block waits at it; a shuffle publishes the lane's value, yields once, then reads its
+    partner's (double-buffered by the shuffle's parity, so a lane that is a shuffle ahead
+    never overwrites a value not yet read). A barrier some thread of the block never reaches,
+    or a shuffle that a lane of its mask is not at (a divergent warp), is an error. A kernel without
+    barriers or shuffles runs its threads as a plain loop over (block, thread).
+- Loader: the library is dlopened like a C kernel's (jit/c_program.py, store.load_library);
+  a generated `extern "C" lg_emu_launch(void **ptrs, const int64_t *ints, const double *fs,
+  const int64_t *is, int64_t grid, int64_t block)` unpacks the kernel ABI into `lg_kernel`'s
+  separate parameters (arrays, sizes and strides, then each scalar `cK` from fs[K] or is[K]
+  by its declared type, the order `ScalarSlots` names) and runs the grid.
+
+Math functions are the host's libm, not CUDA's (whose results may differ in the last bit), and
+float reductions combine in the CUDA kernel's order (per-thread partials, then a warp tree), not
+NumPy's: values match NumPy within rounding; integer, bool, max/min and elementwise
+non-transcendental results match bit for bit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from jit import c_program, compile_c, store
+from jit.backend.cpu import CpuBackend
+from jit.compile_c import CompileError
+from jit.runtime import Binary, Program, ScalarSlots
+from ops.settings import SETTINGS
+
+#: what every emulated kernel is wrapped in (module docstring); the CUDA source follows it
+PRELUDE = r"""#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+#undef INFINITY
+#undef NAN
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static thread_local
+
+struct lg_emu_dim3 { unsigned int x, y, z; };
+static thread_local lg_emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+struct lg_emu_fiber { ucontext_t ctx; int state; unsigned int shfl; };  // state: 0 runs, 1 waits, 2 done
+static thread_local lg_emu_fiber *lg_emu_cur = nullptr;
+static thread_local ucontext_t lg_emu_sched;
+static thread_local const char *lg_emu_err = nullptr;
+static thread_local uint64_t lg_emu_xv[2][1024];
+static thread_local unsigned int lg_emu_xc[2][1024];
+
+static void lg_emu_fail(const char *msg) { if (!lg_emu_err) lg_emu_err = msg; }
+
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, sizeof f); return f; }
+
+static inline void __syncthreads() {
+  if (!lg_emu_cur) { lg_emu_fail("__syncthreads in a kernel launched without fibers"); return; }
+  lg_emu_cur->state = 1;
+  swapcontext(&lg_emu_cur->ctx, &lg_emu_sched);
+}
+
+template <typename T> static inline T __shfl_xor_sync(unsigned int mask, T v, int o) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "shuffled values are at most 8 bytes");
+  lg_emu_fiber *f = lg_emu_cur;
+  if (!f) { lg_emu_fail("__shfl_xor_sync in a kernel launched without fibers"); return v; }
+  const unsigned int me = threadIdx.x, p = f->shfl & 1u;
+  memcpy(&lg_emu_xv[p][me], &v, sizeof(T));
+  lg_emu_xc[p][me] = f->shfl;
+  swapcontext(&f->ctx, &lg_emu_sched);  // every lane of the warp publishes before any reads
+  const unsigned int base = me & ~31u, src = base | ((me ^ (unsigned int)o) & 31u);
+  for (unsigned int l = 0; l < 32 && base + l < blockDim.x; l++)
+    if (((mask >> l) & 1u) && lg_emu_xc[p][base + l] != f->shfl)
+      lg_emu_fail("__shfl_xor_sync: a lane of the mask is not at this shuffle (divergent warp)");
+  T r = v;
+  if (src < blockDim.x) memcpy(&r, &lg_emu_xv[p][src], sizeof(T));
+  f->shfl++;
+  return r;
+}
+"""
+
+#: after the CUDA source: the grid loop and the fiber scheduler (the launcher's call is generated)
+RUNNER = r"""
+static void lg_emu_entry() { lg_emu_call(); lg_emu_cur->state = 2; }
+
+static const size_t LG_EMU_STACK = 64 * 1024;
+
+static void lg_emu_block_fibers(lg_emu_fiber *fs, char *stacks, unsigned int n) {
+  for (unsigned int t = 0; t < n; t++) {
+    lg_emu_xc[0][t] = lg_emu_xc[1][t] = 0xffffffffu;
+    lg_emu_fiber *f = &fs[t];
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = stacks + (size_t)t * LG_EMU_STACK;
+    f->ctx.uc_stack.ss_size = LG_EMU_STACK;
+    f->ctx.uc_link = &lg_emu_sched;
+    makecontext(&f->ctx, lg_emu_entry, 0);
+    f->state = 0;
+    f->shfl = 0;
+  }
+  for (;;) {
+    bool ran = false;
+    for (unsigned int t = 0; t < n; t++) {
+      if (fs[t].state != 0) continue;
+      ran = true;
+      threadIdx.x = t;
+      lg_emu_cur = &fs[t];
+      swapcontext(&lg_emu_sched, &fs[t].ctx);
+    }
+    if (ran) continue;
+    unsigned int waiting = 0;
+    for (unsigned int t = 0; t < n; t++) waiting += fs[t].state == 1;
+    if (waiting == 0) break;
+    if (waiting != n) { lg_emu_fail("__syncthreads not reached by every thread of the block"); break; }
+    for (unsigned int t = 0; t < n; t++) fs[t].state = 0;
+  }
+  lg_emu_cur = nullptr;
+}
+
+extern "C" int lg_emu_launch(void **ptrs, const int64_t *ints, const double *fs, const int64_t *is,
+                             int64_t grid, int64_t block) {
+  lg_emu_err = nullptr;
+  if (grid < 1 || grid > 2147483647LL || block < 1 || block > 1024) {
+    lg_emu_fail("launch shape out of range (grid 1..2^31-1 blocks, block 1..1024 threads)");
+    return 1;
+  }
+  lg_emu_p = ptrs; lg_emu_i = ints; lg_emu_f = fs; lg_emu_s = is;
+  gridDim = {(unsigned int)grid, 1, 1};
+  blockDim = {(unsigned int)block, 1, 1};
+  threadIdx = blockIdx = {0, 0, 0};
+  if (!LG_EMU_FIBERS) {
+    for (int64_t b = 0; b < grid; b++) {
+      blockIdx.x = (unsigned int)b;
+      for (int64_t t = 0; t < block; t++) { threadIdx.x = (unsigned int)t; lg_emu_call(); }
+    }
+    return lg_emu_err != nullptr;
+  }
+  lg_emu_fiber *fibers = (lg_emu_fiber *)calloc((size_t)block, sizeof(lg_emu_fiber));
+  char *stacks = (char *)malloc((size_t)block * LG_EMU_STACK);
+  if (!fibers || !stacks) { free(fibers); free(stacks); lg_emu_fail("out of memory for fiber stacks"); return 1; }
+  for (int64_t b = 0; b < grid && !lg_emu_err; b++) {
+    blockIdx.x = (unsigned int)b;
+    lg_emu_block_fibers(fibers, stacks, (unsigned int)block);
+  }
+  free(fibers);
+  free(stacks);
+  return lg_emu_err != nullptr;
+}
+
+extern "C" const char *lg_emu_error(void) { return lg_emu_err ? lg_emu_err : ""; }
+"""
+
+_SIGNATURE = re.compile(r'extern "C" __global__ void lg_kernel\(([^)]*)\)')
+#: what makes a kernel need fibers (barriers, shuffles, the block reduction that uses both)
+_SYNC = ("__syncthreads", "__shfl", "lg_block_reduce(")
+
+
+def wrap(source: str) -> str:
+    """The C++ translation unit of CUDA `source`: prelude, the source in a namespace, launcher."""
+    m = _SIGNATURE.search(source)
+    if m is None:
+        raise CompileError('cuda-emulated: the source has no extern "C" __global__ void lg_kernel(...)')
+    body = source[m.end() :]
+    fibers = any(s in body for s in _SYNC)
+    args = []
+    arrays = ints = 0
+    for param in (p.strip() for p in m.group(1).split(",") if p.strip()):
+        ctype, name = param.rsplit(None, 1) if "*" not in param else param.rsplit("*", 1)
+        name = name.replace("__restrict__", "").strip()
+        if "*" in param:
+            args.append(f"({ctype.strip()} *)lg_emu_p[{arrays}]")
+            arrays += 1
+        elif name[0] in "ns":
+            args.append(f"lg_emu_i[{ints}]")
+            ints += 1
+        elif name[0] == "c" and name[1:].isdigit():
+            args.append(f"lg_emu_f[{name[1:]}]" if ctype.strip() == "double" else f"lg_emu_s[{name[1:]}]")
+        else:
+            raise CompileError(f"cuda-emulated: unexpected kernel parameter {param!r}")
+    call = (
+        "static thread_local void **lg_emu_p;\nstatic thread_local const ::int64_t *lg_emu_i;\n"
+        "static thread_local const double *lg_emu_f;\nstatic thread_local const ::int64_t *lg_emu_s;\n"
+        f"static void lg_emu_call() {{ lg_kernel({', '.join(args)}); }}\n"
+    )
+    return (
+        f"{PRELUDE}#define LG_EMU_FIBERS {int(fibers)}\nnamespace lg_cuda {{\n{source}\n{call}}}  // namespace lg_cuda\n"
+        f"using lg_cuda::lg_emu_call;\nusing lg_cuda::lg_emu_p;\nusing lg_cuda::lg_emu_i;\n"
+        f"using lg_cuda::lg_emu_f;\nusing lg_cuda::lg_emu_s;\n{RUNNER}"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def toolchain() -> dict | None:
+    """The C++ compiler and flags (the C toolchain's, as C++, without OpenMP), or None (probed once)."""
+    tc = compile_c.toolchain()
+    if tc is None:
+        return None
+    sibling = {"cc": "c++", "gcc": "g++", "clang": "clang++"}.get(os.path.basename(tc["cc"]))
+    cands = [os.environ.get("CXX", ""), sibling or "", "c++", "g++", "clang++"]
+    for c in filter(None, cands):
+        path = shutil.which(c)
+        if not path:
+            continue
+        flags = [f for f in tc["flags"] if f not in ("-fopenmp",) and not f.startswith("-std=")]
+        flags.append("-std=gnu++17")
+        try:
+            out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode != 0:
+            continue
+        ident = out.stdout.splitlines()[0] if out.stdout else path
+        t = {"cxx": path, "id": ident, "flags": flags, "libs": ["-lm"], "arch": tc["arch"]}
+        try:
+            _compile(
+                t,
+                flags,
+                wrap('extern "C" __global__ void lg_kernel(float *a0, int64_t n0) { a0[0] = n0; }\n'),
+            )
+        except (CompileError, OSError, subprocess.SubprocessError):
+            continue
+        return t
+    return None
+
+
+def _compile(tc: dict, fl: list[str], source: str) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="lazygraph-cxx-") as d:
+        src = os.path.join(d, "kernel.cpp")
+        so = os.path.join(d, "kernel.so")
+        with open(src, "w") as f:
+            f.write(source)
+        cmd = [tc["cxx"], *fl, src, "-o", so, *tc["libs"]]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise CompileError(
+                f"C++ compiler failed ({' '.join(cmd[:1] + fl)}):\n{r.stderr.strip()}\n"
+                f"--- emulated kernel source ---\n{compile_c.numbered(source)}"
+            )
+        with open(so, "rb") as f:
+            return f.read()
+
+
+class EmulatedProgram(Program):
+    """`lg_emu_launch` of a loaded library: the kernel ABI as four pointers, then grid and block."""
+
+    __slots__ = ("error", "fn", "lib")
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib  # keeps the library mapped while the program lives
+        fn = lib["lg_emu_launch"]  # a fresh function object: c_program's has other argtypes
+        fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2
+        fn.restype = ctypes.c_int
+        self.fn = fn
+        err = lib["lg_emu_error"]
+        err.argtypes = []
+        err.restype = ctypes.c_char_p
+        self.error = err
+
+    def __call__(
+        self,
+        arrays: Sequence[Any],
+        ints: Sequence[int],
+        fs: Sequence[float] = (),
+        is_: Sequence[int] = (),
+        grid: int = 1,
+        block: int = 1,
+    ) -> None:
+        """Run the grid on NumPy arrays; an emulation error (a diverged barrier...) raises."""
+        ptrs = (ctypes.c_void_p * (len(arrays) or 1))(*[None if a is None else a.ctypes.data for a in arrays])
+        rc = self.fn(
+            ptrs,
+            (ctypes.c_int64 * (len(ints) or 1))(*ints),
+            (ctypes.c_double * len(fs))(*fs) if fs else None,
+            (ctypes.c_int64 * len(is_))(*is_) if is_ else None,
+            grid,
+            block,
+        )
+        if rc:
+            raise RuntimeError(f"cuda-emulated kernel: {self.error().decode()}")
+
+
+class CudaEmulatedBackend(CpuBackend):
+    """CUDA kernels run on the host (module docstring); memory and library calls are the CPU's."""
+
+    name = "cuda-emulated"
+    language = "cuda"
+
+    def available(self) -> bool:
+        """True when a working C++ compiler exists."""
+        return toolchain() is not None
+
+    def compile(self, source: str, name: str = "kernel") -> Binary:
+        """The shared library of CUDA `source` wrapped for the host, from the store or compiled now."""
+        tc = toolchain()
+        if tc is None:
+            raise CompileError("cuda-emulated: no C++ compiler found ($CXX, c++, g++, clang++)")
+        fl = tc["flags"] + (compile_c.FAST_FLAGS if SETTINGS.fast_math else compile_c.EXACT_FLAGS)
+        text = wrap(source)
+        key = store.make_key(text, tc["id"], fl + tc["libs"], tc["arch"])
+        data = store.read(key, "so")
+        if data is None:
+            data = _compile(tc, fl, text)
+            store.put(key, "so", data, {"compiler": tc["id"], "flags": fl, "emulates": "cuda"})
+        return Binary(data, "so", key)
+
+    def load(self, binary: Binary, entry: str = "lg_kernel", scalars: ScalarSlots = ()) -> EmulatedProgram:
+        """The launcher of `binary` (the library dlopened once, like a C kernel's).
+
+        `entry` and `scalars` are the CUDA kernel's; the launcher was generated from its
+        signature, whose scalar parameters are those `scalars` lists.
+        """
+        return EmulatedProgram(c_program.load(binary, "lg_emu_launch").lib)
