@@ -74,6 +74,7 @@ dtype = _np.dtype
 newaxis = None
 pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
 
+from lazygraph import array_methods as _array_methods  # noqa: E402, F401  (NumPy's ndarray methods on Array)
 from lazygraph import autograd as _autograd  # noqa: E402  (installs Array.backward, .grad)
 from lazygraph import datasets, nn, optim, superopt  # noqa: E402
 from lazygraph import ufuncs as _ufuncs  # noqa: E402  (lazy ufunc methods: lg.add.at, lg.maximum.accumulate)
@@ -83,6 +84,7 @@ from lazygraph.fallback import module_getattr as __getattr__  # noqa: E402, F401
 from lazygraph.gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402, F401
 from lazygraph.numlib_complex import *  # noqa: E402, F403  (real, imag, conj, angle, iscomplex, ...)
 from lazygraph.numlib_index import *  # noqa: E402, F403  (fill_diagonal, put, insert, delete, triu_indices, unravel_index)
+from lazygraph.numlib_tricks import *  # noqa: E402, F403  (mgrid, ogrid, r_, c_, ix_, block, select, isin, lexsort, ...)
 from lazygraph.random import manual_seed  # noqa: E402
 from lazygraph.superopt import rule as register_rule  # noqa: E402, F401  (user rules, proven by z3)
 from ops.settings import SETTINGS as settings  # noqa: E402, F401  (lg.settings.update(jit=False), .override, .reload)

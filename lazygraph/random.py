@@ -61,6 +61,36 @@ class Generator:
             return x[self._rng.permutation(x.shape[0])]
         return _leaf(self._rng.permutation(x), None)
 
+    def choice(
+        self,
+        a: Any,
+        size: Any = None,
+        replace: bool = True,
+        p: Any = None,
+        axis: int = 0,
+        shuffle: bool = True,
+    ) -> Array:
+        """Random samples of range(a) or of a (lazy) array's slices along `axis`; a lazy `p` is evaluated."""
+        if isinstance(p, Array):
+            p = p.numpy()
+        if not isinstance(a, Array):
+            return _leaf(self._rng.choice(a, size, replace, p, axis, shuffle), None)
+        if a.ndim == 0:
+            raise ValueError("choice: a must be a positive integer or at least 1-dimensional")
+        idx = self._rng.choice(a.shape[axis], size, replace, p, shuffle=shuffle)
+        return a[(slice(None),) * (axis % a.ndim) + (idx,)]
+
+    def shuffle(self, x: Any, axis: int = 0) -> None:
+        """Shuffle along `axis` in place (for a lazy array, a recorded write of the permuted values)."""
+        if not isinstance(x, Array):
+            self._rng.shuffle(x, axis)
+            return
+        if x.ndim == 0:
+            raise TypeError("shuffle: x must be an array of at least 1 dimension")
+        axis = axis % x.ndim
+        perm = self._rng.permutation(x.shape[axis])
+        x[...] = x[(slice(None),) * axis + (perm,)]
+
     def bernoulli(self, p: float, size: Any = None) -> Array:
         """Booleans that are True with probability p (dropout masks)."""
         return _leaf(self._rng.random(size) < p, None)

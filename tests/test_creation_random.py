@@ -333,3 +333,38 @@ def test_random_draws_enter_graphs_lazily():
     y = lg.tanh(x @ x.T) * 2
     ref = np.random.default_rng(0).normal(size=(3, 3))
     assert_matches(y, np.tanh(ref @ ref.T) * 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"size": 5},
+        {"size": 2, "replace": False},
+        {"size": 3, "p": [0.5, 0.2, 0.3]},
+        {"size": 2, "axis": 1},
+        {},
+    ],
+)
+def test_generator_choice_draws_numpys_stream(kw):
+    """choice over an int, a NumPy array and a lazy array gives NumPy's draws (slices of a lazy a)."""
+    x = np.arange(12.0).reshape(3, 4)
+    assert_matches(
+        lg.random.default_rng(3).choice(lg.asarray(x), **kw), np.random.default_rng(3).choice(x, **kw)
+    )
+    assert_matches(lg.random.default_rng(3).choice(7, 4), np.random.default_rng(3).choice(7, 4))
+    with pytest.raises(ValueError):
+        lg.random.default_rng(3).choice(lg.asarray(x), 4, replace=False)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_generator_shuffle_is_a_recorded_write(axis):
+    """shuffle permutes in place as NumPy's does; views see it, values recorded before do not."""
+    x = np.arange(12.0).reshape(3, 4)
+    a = lg.asarray(x)
+    view, before = a[1:], a * 1
+    assert lg.random.default_rng(5).shuffle(a, axis=axis) is None
+    want = x.copy()
+    np.random.default_rng(5).shuffle(want, axis=axis)
+    assert_matches(a, want)
+    assert_matches(view, want[1:])
+    assert_matches(before, x)
