@@ -44,13 +44,17 @@ class CpuProgram(Program):
         block: int = 1,
     ) -> None:
         """Run the kernel on NumPy arrays (None: a null pointer) and the ABI's numbers."""
-        ptrs = (_ptr_array * (len(arrays) or 1))(*[None if a is None else a.ctypes.data for a in arrays])
-        self.fn(
-            ptrs,
-            (_i64 * (len(ints) or 1))(*ints),
-            (_f64 * len(fs))(*fs) if fs else None,
-            (_i64 * len(is_))(*is_) if is_ else None,
-        )
+        self.fn(*abi_args(arrays, ints, fs, is_))
+
+
+def abi_args(arrays: Sequence[Any], ints: Sequence[int], fs: Sequence[float], is_: Sequence[int]) -> tuple:
+    """The kernel ABI's four pointer arguments for a host call (arrays, ints, float and int scalars)."""
+    return (
+        (_ptr_array * (len(arrays) or 1))(*[None if a is None else a.ctypes.data for a in arrays]),
+        (_i64 * (len(ints) or 1))(*ints),
+        (_f64 * len(fs))(*fs) if fs else None,
+        (_i64 * len(is_))(*is_) if is_ else None,
+    )
 
 
 #: binary key -> its loaded library (a library stays mapped while the process runs)

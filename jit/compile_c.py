@@ -188,16 +188,23 @@ def compile_library(source: str) -> Binary:
 
 
 def _compile(tc: dict, fl: list[str], source: str) -> bytes:
+    return build_shared(tc["cc"], fl, source, tc["libs"])
+
+
+def build_shared(
+    compiler: str, fl: list[str], source: str, libs: list[str], suffix: str = ".c", what: str = "C"
+) -> bytes:
+    """The bytes of the shared library `compiler` builds from `source` (C, or C++ for the emulation)."""
     with tempfile.TemporaryDirectory(prefix="lazygraph-cc-") as d:
-        c = os.path.join(d, "kernel.c")
+        src = os.path.join(d, "kernel" + suffix)
         so = os.path.join(d, "kernel.so")
-        with open(c, "w") as f:
+        with open(src, "w") as f:
             f.write(source)
-        cmd = [tc["cc"], *fl, c, "-o", so, *tc["libs"]]
+        cmd = [compiler, *fl, src, "-o", so, *libs]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             raise CompileError(
-                f"C compiler failed ({' '.join(cmd[:1] + fl)}):\n{r.stderr.strip()}\n"
+                f"{what} compiler failed ({' '.join(cmd[:1] + fl)}):\n{r.stderr.strip()}\n"
                 f"--- kernel source ---\n{numbered(source)}"
             )
         with open(so, "rb") as f:

@@ -46,7 +46,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -252,20 +251,7 @@ def toolchain() -> dict | None:
 
 
 def _compile(tc: dict, fl: list[str], source: str) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="lazygraph-cxx-") as d:
-        src = os.path.join(d, "kernel.cpp")
-        so = os.path.join(d, "kernel.so")
-        with open(src, "w") as f:
-            f.write(source)
-        cmd = [tc["cxx"], *fl, src, "-o", so, *tc["libs"]]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise CompileError(
-                f"C++ compiler failed ({' '.join(cmd[:1] + fl)}):\n{r.stderr.strip()}\n"
-                f"--- emulated kernel source ---\n{compile_c.numbered(source)}"
-            )
-        with open(so, "rb") as f:
-            return f.read()
+    return compile_c.build_shared(tc["cxx"], fl, source, tc["libs"], suffix=".cpp", what="C++")
 
 
 class EmulatedProgram(Program):
@@ -294,15 +280,7 @@ class EmulatedProgram(Program):
         block: int = 1,
     ) -> None:
         """Run the grid on NumPy arrays; an emulation error (a diverged barrier...) raises."""
-        ptrs = (ctypes.c_void_p * (len(arrays) or 1))(*[None if a is None else a.ctypes.data for a in arrays])
-        rc = self.fn(
-            ptrs,
-            (ctypes.c_int64 * (len(ints) or 1))(*ints),
-            (ctypes.c_double * len(fs))(*fs) if fs else None,
-            (ctypes.c_int64 * len(is_))(*is_) if is_ else None,
-            grid,
-            block,
-        )
+        rc = self.fn(*c_program.abi_args(arrays, ints, fs, is_), grid, block)
         if rc:
             raise RuntimeError(f"cuda-emulated kernel: {self.error().decode()}")
 
