@@ -1,4 +1,4 @@
-"""Fused JIT kernels on the CPU against NumPy eager and PyTorch eager, plus Dali's Table 1.
+"""Fused JIT kernels on the CPU against NumPy, PyTorch, JAX and MLX, plus Dali's Table 1.
 
     python3 benchmarks/bench_jit.py            # 4096 x 4096 float32 (about a minute)
     python3 benchmarks/bench_jit.py --quick    # 1024 x 1024, fewer repeats (seconds)
@@ -10,10 +10,15 @@
     chain (tanh form), cross-entropy (log-softmax + NLL of integer labels, mean) and an Adam
     update (m, v and the parameter). lazygraph records the program and evaluates it; the
     evaluation fuses each chain into one kernel (OpenMP C, compiled once before timing). The
-    peers run the same program eagerly: NumPy, and PyTorch on the CPU when it is installed.
+    peers run the same program: NumPy, PyTorch eager, JAX eager and jax.jit, MLX eager and
+    mx.compile (CPU device), each where it is installed (a missing one's column shows `-`).
     "copy x" is the time over the time of the minimum memory traffic (each input read once,
-    each output written once) at the bandwidth of a plain copy measured in the same run, so
-    1.0 is the bandwidth limit.
+    each output written once) at the bandwidth of a plain copy into an existing array
+    measured in the same run, so 1.0 is the bandwidth limit.
+(c) softmax and layernorm against a copy of the same array, both ways: the kernel writing into
+    an existing output array beside `np.copyto` into an existing array (the kernels' own
+    speed), and the whole evaluation, which allocates its result, beside `x.copy()`, which
+    allocates too (a fresh 64 MB array costs its page faults: part of both sides).
 
 lazygraph is evaluated through the JIT's own runner (jit.runner.run_graph on the recorded
 graph), or through the executor when it dispatches to the JIT (the `path` line says which).
@@ -24,6 +29,7 @@ the same machine load. The last lines read `result: <metric> = <number>`.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import sys
@@ -39,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import lazygraph as lg  # noqa: E402
 import lazygraph.nn.functional as F  # noqa: E402
 from jit.fusion import find_regions  # noqa: E402
+from jit.kernel import compile_region  # noqa: E402
 from jit.report import DALI_TABLE1, search_stats  # noqa: E402
 from jit.runner import run_graph  # noqa: E402
 from lazygraph.engine.evaluate import schedule  # noqa: E402
@@ -47,6 +54,25 @@ try:
     import torch
 except ImportError:  # the PyTorch column is left out
     torch = None
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError:  # the JAX columns are left out
+    jax = jnp = None
+try:
+    import mlx.core as mx
+except ImportError:  # the MLX columns are left out
+    mx = None
+
+#: the peers' columns: (key, heading)
+PEERS = [
+    ("np", "NumPy"),
+    ("torch", "PyTorch"),
+    ("jax", "JAX"),
+    ("jax_jit", "JAX jit"),
+    ("mlx", "MLX"),
+    ("mlx_c", "MLX comp"),
+]
 
 
 def evaluate(*arrays: lg.Array) -> list[np.ndarray]:
@@ -65,6 +91,7 @@ def measure(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]
     """Median seconds per call of each function, interleaved so they share the load."""
     for fn in fns.values():
         fn()  # warm-up (and the one-time compile of the JIT kernels)
+    lg.jit_wait()  # kernels compiled in the background are in place before timing
     samples: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():
@@ -75,36 +102,30 @@ def measure(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]
 # -- the programs, each written for lazygraph, NumPy and PyTorch -----------------------------
 
 
-def gelu_np(x: np.ndarray) -> np.ndarray:
-    """GELU, tanh form, as NumPy eager code."""
+def gelu(xp: Any, x: Any) -> Any:
+    """GELU, tanh form, in namespace `xp` (numpy, jax.numpy, mlx.core or lazygraph)."""
     c = math.sqrt(2.0 / math.pi)
-    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1.0 + xp.tanh(c * (x + 0.044715 * x * x * x)))
 
 
-def gelu_lg(x: lg.Array) -> lg.Array:
-    """The same GELU recorded by lazygraph."""
-    c = math.sqrt(2.0 / math.pi)
-    return 0.5 * x * (1.0 + lg.tanh(c * (x + 0.044715 * x * x * x)))
-
-
-def layernorm_np(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
-    """LayerNorm over the last axis as NumPy eager code."""
+def layernorm(xp: Any, x: Any, w: Any, b: Any, eps: float = 1e-5) -> Any:
+    """LayerNorm over the last axis, written out (the peers' program)."""
     d = x - x.mean(axis=-1, keepdims=True)
     var = (d * d).mean(axis=-1, keepdims=True)
-    return d / np.sqrt(var + eps) * w + b
+    return d / xp.sqrt(var + eps) * w + b
 
 
-def softmax_np(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis as NumPy eager code."""
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
+def softmax(xp: Any, x: Any) -> Any:
+    """Softmax over the last axis, written out (the peers' program)."""
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def xent_np(x: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Mean cross-entropy of integer labels as NumPy eager code (log-softmax + NLL)."""
+def xent(xp: Any, x: Any, labels: Any) -> Any:
+    """Mean cross-entropy of integer labels (log-softmax + NLL), written out."""
     m = x.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(x - m).sum(axis=1)) + m[:, 0]
-    return np.mean(lse - x[np.arange(x.shape[0]), labels])
+    lse = xp.log(xp.exp(x - m).sum(axis=1)) + m[:, 0]
+    return (lse - xp.take_along_axis(x, labels[:, None], axis=1)[:, 0]).mean()
 
 
 def xent_lg(x: lg.Array, labels: lg.Array) -> lg.Array:
@@ -116,20 +137,34 @@ def xent_lg(x: lg.Array, labels: lg.Array) -> lg.Array:
 B1, B2, LR, EPS = 0.9, 0.999, 1e-3, 1e-8
 
 
-def adam_np(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, t: int = 1) -> tuple:
-    """One Adam step as NumPy eager code (new m, v, p)."""
+def adam(xp: Any, p: Any, g: Any, m: Any, v: Any, t: int = 1) -> tuple:
+    """One Adam step (new m, v, p) in namespace `xp`."""
     m = B1 * m + (1 - B1) * g
     v = B2 * v + (1 - B2) * g * g
-    p = p - (LR / (1 - B1**t)) * m / (np.sqrt(v) / math.sqrt(1 - B2**t) + EPS)
+    p = p - (LR / (1 - B1**t)) * m / (xp.sqrt(v) / math.sqrt(1 - B2**t) + EPS)
     return m, v, p
 
 
-def adam_lg(p: lg.Array, g: lg.Array, m: lg.Array, v: lg.Array, t: int = 1) -> tuple:
-    """The same Adam step recorded by lazygraph."""
-    m = B1 * m + (1 - B1) * g
-    v = B2 * v + (1 - B2) * g * g
-    p = p - (LR / (1 - B1**t)) * m / (lg.sqrt(v) / math.sqrt(1 - B2**t) + EPS)
-    return m, v, p
+def _mlx_run(f: Callable[..., Any], *a: Any) -> Any:
+    r = f(*a)
+    mx.eval(r)
+    return r
+
+
+def peers(progs: dict[str, tuple[Callable[..., Any], tuple]]) -> dict[str, dict[str, Callable[[], Any]]]:
+    """case -> {peer: call returning its values} for JAX (eager, jit) and MLX (eager, compiled)."""
+    out: dict[str, dict[str, Callable[[], Any]]] = {k: {} for k in progs}
+    for name, (fn, args) in progs.items():
+        if jax is not None:
+            ja = [jax.device_put(a) for a in args]
+            out[name]["jax"] = functools.partial(lambda f, a: jax.block_until_ready(f(jnp, *a)), fn, ja)
+            jf = jax.jit(functools.partial(fn, jnp))
+            out[name]["jax_jit"] = functools.partial(lambda f, a: jax.block_until_ready(f(*a)), jf, ja)
+        if mx is not None:
+            ma = [mx.array(a) for a in args]
+            out[name]["mlx"] = functools.partial(_mlx_run, functools.partial(fn, mx), *ma)
+            out[name]["mlx_c"] = functools.partial(_mlx_run, mx.compile(functools.partial(fn, mx)), *ma)
+    return out
 
 
 def table1(n: int) -> list[tuple[str, dict, dict]]:
@@ -185,29 +220,24 @@ def main(argv: list[str] | None = None) -> int:
     X, W, Bv, L = lg.asarray(x), lg.asarray(w), lg.asarray(b), lg.asarray(labels)
     P, G, M, V = lg.asarray(p), lg.asarray(g), lg.asarray(m), lg.asarray(v)
     nbytes = x.nbytes
-    cases: dict[str, dict[str, Any]] = {
-        "softmax": {
-            "lg": lambda: evaluate(lg.softmax(X, axis=1)),
-            "np": lambda: softmax_np(x),
-            "bytes": 2 * nbytes,
-        },
-        "layernorm": {
-            "lg": lambda: evaluate(F.layer_norm(X, n, W, Bv)),
-            "np": lambda: layernorm_np(x, w, b),
-            "bytes": 2 * nbytes,
-        },
-        "gelu": {"lg": lambda: evaluate(gelu_lg(X)), "np": lambda: gelu_np(x), "bytes": 2 * nbytes},
-        "cross_entropy": {
-            "lg": lambda: evaluate(xent_lg(X, L)),
-            "np": lambda: xent_np(x, labels),
-            "bytes": nbytes,
-        },
-        "adam": {
-            "lg": lambda: evaluate(*adam_lg(P, G, M, V)),
-            "np": lambda: adam_np(p, g, m, v),
-            "bytes": 7 * nbytes,
-        },
+    progs = {
+        "softmax": (softmax, (x,)),
+        "layernorm": (layernorm, (x, w, b)),
+        "gelu": (gelu, (x,)),
+        "cross_entropy": (xent, (x, labels)),
+        "adam": (adam, (p, g, m, v)),
     }
+    lg_calls = {
+        "softmax": lambda: evaluate(lg.softmax(X, axis=1)),
+        "layernorm": lambda: evaluate(F.layer_norm(X, n, W, Bv)),
+        "gelu": lambda: evaluate(gelu(lg, X)),
+        "cross_entropy": lambda: evaluate(xent_lg(X, L)),
+        "adam": lambda: evaluate(*adam(lg, P, G, M, V)),
+    }
+    traffic = {"softmax": 2, "layernorm": 2, "gelu": 2, "cross_entropy": 1, "adam": 7}
+    cases: dict[str, dict[str, Any]] = {}
+    for name, (fn, fargs) in progs.items():
+        cases[name] = {"lg": lg_calls[name], "np": functools.partial(fn, np, *fargs)}
     if torch is not None:
         tx, tw, tb = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
         tl = torch.from_numpy(labels)
@@ -219,43 +249,72 @@ def main(argv: list[str] | None = None) -> int:
         cases["gelu"]["torch"] = lambda: torch.nn.functional.gelu(tx, approximate="tanh")
         cases["cross_entropy"]["torch"] = lambda: torch.nn.functional.cross_entropy(tx, tl)
         cases["adam"]["torch"] = opt.step
+    for name, calls in peers(progs).items():
+        cases[name].update(calls)
 
-    # Same values as NumPy before timing anything.
+    # Same values as NumPy before timing anything (PyTorch's Adam updates its state: not rerun).
     for name, case in cases.items():
-        ours = case["lg"]()
         ref = case["np"]()
         ref = ref if isinstance(ref, tuple) else (ref,)
-        for a, r in zip(ours, ref):
-            np.testing.assert_allclose(a, r, rtol=2e-3, atol=2e-5, err_msg=name)
+        for key in ["lg"] + [k for k, _ in PEERS if k in case and k not in ("np", "torch")]:
+            got = case[key]()
+            got = got if isinstance(got, (tuple, list)) else (got,)
+            for a, r in zip(got, ref):
+                np.testing.assert_allclose(np.asarray(a), r, rtol=2e-3, atol=2e-5, err_msg=f"{name} {key}")
 
     src = x
     dst = np.empty_like(x)
     copy_s = measure({"copy": lambda: np.copyto(dst, src)}, repeats)["copy"]
     bw = 2 * nbytes / copy_s
     print(f"\n(b) fused kernels, {n} x {n} float32; copy: {copy_s * 1e3:.2f} ms = {bw / 1e9:.1f} GB/s")
-    print("path: jit.runner.run_graph on the recorded graph (OpenMP C kernels)")
-    head = f"{'case':<14} {'lazygraph ms':>12} {'NumPy ms':>9} {'x NumPy':>8}"
-    head += f" {'PyTorch ms':>10} {'x PyTorch':>9}" if torch is not None else ""
-    print(head + f" {'copy x':>7}")
+    print(
+        "path: jit.runner.run_graph on the recorded graph (OpenMP C kernels); peers' ms, then x = peer / ours"
+    )
+    shown = [(k, h) for k, h in PEERS if k in cases["softmax"]]
+    head = f"{'case':<14} {'ours ms':>8} " + " ".join(f"{h:>9}" for _, h in shown) + " |"
+    print(head + " ".join(f"{'x ' + h:>11}" for _, h in shown) + f" {'copy x':>7}")
     results: dict[str, dict[str, float]] = {}
     for name, case in cases.items():
-        fns = {k: fn for k, fn in case.items() if k in ("lg", "np", "torch")}
-        t = measure(fns, repeats)
-        limit = case["bytes"] / bw
-        row = f"{name:<14} {t['lg'] * 1e3:>12.2f} {t['np'] * 1e3:>9.2f} {t['np'] / t['lg']:>8.2f}"
-        if "torch" in t:
-            row += f" {t['torch'] * 1e3:>10.2f} {t['torch'] / t['lg']:>9.2f}"
-        print(row + f" {t['lg'] / limit:>7.2f}")
+        t = measure({k: fn for k, fn in case.items()}, repeats)
+        limit = traffic[name] * nbytes / bw
+        row = f"{name:<14} {t['lg'] * 1e3:>8.2f} " + " ".join(f"{t[k] * 1e3:>9.2f}" for k, _ in shown)
+        print(
+            row + " |" + " ".join(f"{t[k] / t['lg']:>11.2f}" for k, _ in shown) + f" {t['lg'] / limit:>7.2f}"
+        )
         results[name] = {**t, "copy": t["lg"] / limit}
+
+    print(f"\n(c) softmax and layernorm over a copy of the same {n} x {n} float32 array")
+    near = copy_limit(X, W, Bv, x, n, repeats)
+    for label, (ours, copy) in near.items():
+        print(f"  {label:<55} {ours * 1e3:8.2f} ms, copy {copy * 1e3:8.2f} ms: {ours / copy:5.2f}x")
     print()
     for name, t in results.items():
-        print(f"result: {name}_speedup_vs_numpy = {t['np'] / t['lg']:.2f}")
-        if "torch" in t:
-            print(f"result: {name}_speedup_vs_torch = {t['torch'] / t['lg']:.2f}")
+        for key, _ in PEERS:
+            if key in t:
+                print(f"result: {name}_speedup_vs_{'numpy' if key == 'np' else key} = {t[key] / t['lg']:.2f}")
         print(f"result: {name}_time_over_copy_limit = {t['copy']:.2f}")
+    for label, (ours, copy) in near.items():
+        print(f"result: {label.split(':')[0]} = {ours / copy:.2f}")
     soft = next(r for r in rows if r[0] == "Softmax")[1]
     print(f"result: softmax_astar_heuristic_calls = {soft['heuristic_calls']}")
     return 0
+
+
+def copy_limit(X: lg.Array, W: lg.Array, Bv: lg.Array, x: np.ndarray, n: int, repeats: int) -> dict:
+    """label -> (our seconds, copy seconds): kernels into an existing array beside np.copyto,
+    and whole evaluations (allocating their result) beside x.copy(), each pair measured together."""
+    dst, out = np.empty_like(x), np.empty_like(x)
+    progs = {"softmax": lambda: lg.softmax(X, axis=1), "layernorm": lambda: F.layer_norm(X, n, W, Bv)}
+    res = {}
+    for name, make in progs.items():
+        roots = [make().node]
+        (region,) = find_regions(schedule(roots), roots)
+        k, vals = compile_region(region), [c.buffer for c in region.inputs]
+        t = measure({"k": functools.partial(k, *vals, out=out), "copy": lambda: np.copyto(dst, x)}, repeats)
+        res[f"{name}_over_copy: kernel into an existing array"] = (t["k"], t["copy"])
+        t = measure({"lg": lambda make=make: evaluate(make()), "copy": x.copy}, repeats)
+        res[f"{name}_eval_over_fresh_copy: evaluation, fresh result"] = (t["lg"], t["copy"])
+    return res
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@
     writes it, recording plus evaluation at `.numpy()`; inputs are created beforehand in
     both cases. Ratio = lazygraph / NumPy eager, the median over adjacent pairs of loops.
 
+(c) Small-chain latency: a 15-op elementwise chain on 100 float32 values, recorded and
+    evaluated on each call, beside NumPy, MLX (mlx.core on the CPU, `mx.eval` per call) and
+    JAX eager (jax.numpy, `block_until_ready` per call) in the same run, each peer timed
+    alternating with lazygraph; a peer that is not installed leaves its column blank.
+
 Every figure is the median of several repeats, each timing a loop sized to run at least
 a few milliseconds, after a warm-up. In (b) the NumPy and lazygraph loops alternate, so both
 see the same machine load. BLAS runs on one thread unless OPENBLAS_NUM_THREADS,
@@ -231,6 +236,7 @@ def bench_eval(repeats: int, min_time: float) -> list[tuple[str, str, str, float
         lg_inputs = tuple(lg.asarray(a) for a in np_inputs)
         expected = program(np, *np_inputs)
         got = program(lg, *lg_inputs).numpy()
+        getattr(lg, "jit_wait", lambda: None)()  # kernels compiled off the critical path: steady state
         if not np.allclose(got, expected, rtol=1e-12, atol=1e-12):
             raise SystemExit(f"bench_record: {case} {label}: lazygraph and NumPy disagree")
         t_np, t_lg, ratio = paired_seconds(
@@ -241,6 +247,92 @@ def bench_eval(repeats: int, min_time: float) -> list[tuple[str, str, str, float
         )
         rows.append((case, label, suffix, t_np, t_lg, ratio))
     return rows
+
+
+# -- (c) small-chain latency against eager peers ------------------------------------------------
+
+
+def chain15(xp: Any, x: Any) -> Any:
+    """Fifteen elementwise ops, written once for NumPy, lazygraph, MLX and jax.numpy."""
+    y = x * 1.5
+    y = y + 0.5
+    y = xp.tanh(y)
+    y = y * y
+    y = y - 0.25
+    y = xp.exp(y)
+    y = y / 3.0
+    y = xp.sqrt(y)
+    y = y + x
+    y = xp.maximum(y, 0.1)
+    y = y * 0.75
+    y = xp.abs(y)
+    y = y - 0.125
+    y = xp.minimum(y, 2.0)
+    return y * 2.0
+
+
+def _peers() -> dict[str, Callable[[np.ndarray], Callable[[], Any]] | None]:
+    """name -> (NumPy input -> one eager evaluation of chain15, returning it), None where not importable."""
+    peers: dict[str, Callable[[np.ndarray], Callable[[], Any]] | None] = {"mlx": None, "jax": None}
+    try:
+        import mlx.core as mx
+
+        mx.set_default_device(mx.cpu)
+
+        def mlx_run(x: np.ndarray) -> Callable[[], Any]:
+            xm = mx.array(x)
+
+            def run() -> Any:
+                y = chain15(mx, xm)
+                mx.eval(y)
+                return y
+
+            return run
+
+        peers["mlx"] = mlx_run
+    except ImportError:
+        pass
+    try:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        import jax.numpy as jnp
+
+        def jax_run(x: np.ndarray) -> Callable[[], Any]:
+            xj = jnp.asarray(x)
+            return lambda: chain15(jnp, xj).block_until_ready()
+
+        peers["jax"] = jax_run
+    except ImportError:
+        pass
+    return peers
+
+
+def bench_small_chain(repeats: int, min_time: float) -> dict[str, float | None]:
+    """Microseconds per call of chain15 on 100 float32 values; lazygraph records and evaluates each call.
+
+    Each peer is timed alternating with lazygraph, and `ratio_<peer>` is the median of the
+    paired ratios lazygraph / peer (meaningful on a busy machine).
+    """
+    x = np.random.default_rng(1).normal(size=100).astype(np.float32)
+    xl = lg.asarray(x)
+    expected = chain15(np, x)
+    run_lg = lambda: chain15(lg, xl).numpy()  # noqa: E731
+    for _ in range(3):
+        got = run_lg()
+        getattr(lg, "jit_wait", lambda: None)()  # kernels compiled off the critical path: steady state
+    if not np.allclose(got, expected, rtol=1e-5, atol=1e-6):
+        raise SystemExit("bench_record: small chain: lazygraph and NumPy disagree")
+    t_np, t_lg, ratio = paired_seconds(lambda: chain15(np, x), run_lg, repeats, min_time)
+    out: dict[str, float | None] = {"numpy": t_np * 1e6, "lazygraph": t_lg * 1e6, "ratio_numpy": ratio}
+    for name, make in _peers().items():
+        if make is None:
+            out[name] = out[f"ratio_{name}"] = None
+            continue
+        run = make(x)
+        if not np.allclose(np.asarray(run()), expected, rtol=1e-5, atol=1e-6):
+            raise SystemExit(f"bench_record: small chain: {name} and NumPy disagree")
+        t_peer, _, r = paired_seconds(run, run_lg, repeats, min_time)
+        out[name], out[f"ratio_{name}"] = t_peer * 1e6, r
+    return out
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -277,12 +369,22 @@ def main(argv: list[str] | None = None) -> int:
     for case, label, _, t_np, t_lg, ratio in rows:
         print(f"{case:<26} {label:>10} {t_np * 1e6:>12.1f} {t_lg * 1e6:>14.1f} {ratio:>8.2f}")
 
+    print("\n(c) 15-op elementwise chain on 100 float32, recorded and evaluated per call (µs per call)")
+    small = bench_small_chain(repeats, min_time)
+    cols = ("numpy", "lazygraph", "mlx", "jax")
+    print(" ".join(f"{c:>12}" for c in cols))
+    print(" ".join(f"{small[c]:>12.1f}" if small[c] is not None else f"{'':>12}" for c in cols))
+
     print(f"\ntotal {time.perf_counter() - t_start:.1f} s\n")
     elementwise = [record[k] for k in ("add a + b", "multiply a * 2.0", "tanh(a)", "chain y = y + 1.0")]
     print(f"result: record_us_per_op = {statistics.median(record.values()):.2f}")
     print(f"result: record_us_per_elementwise_op = {statistics.median(elementwise):.2f}")
     for _, _, suffix, _, _, ratio in rows:
         print(f"result: eval_overhead_ratio_{suffix} = {ratio:.2f}")
+    print(f"result: small_chain_lazygraph_us = {small['lazygraph']:.1f}")
+    for peer in ("mlx", "jax"):
+        if small[f"ratio_{peer}"] is not None:
+            print(f"result: small_chain_lazygraph_over_{peer} = {small[f'ratio_{peer}']:.2f}")
     return 0
 
 

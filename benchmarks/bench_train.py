@@ -1,4 +1,4 @@
-"""Time per training step: lazygraph against the same models in plain NumPy and PyTorch CPU eager.
+"""Time per training step: lazygraph against the same models in NumPy, PyTorch eager, JAX and MLX.
 
     python3 benchmarks/bench_train.py            # full run (a few minutes on 2 cores)
     python3 benchmarks/bench_train.py --quick    # fewer steps
@@ -16,8 +16,12 @@ All implementations start from the same weights; the first steps' losses must ag
 correctness check printed before the table). Steps then run round-robin, one step of each
 implementation per round, so all see the same machine load; every figure is a median over
 rounds and each ratio (lazygraph / peer, below 1 means lazygraph is faster) is the median of
-the per-round ratios. PyTorch is optional (pip install ".[bench]"); without it its columns
-are skipped. The last lines read `result: <metric> = <number>`.
+the per-round ratios. PyTorch, JAX and MLX are optional (pip install ".[bench]"); a missing
+one's column shows `-`. JAX runs each step as one jax.jit executable, MLX as one mx.compile'd
+function on its CPU device (benchmarks/jax_mlx_models.py); MLX's CPU convolutions take
+seconds a step here, so its CNN column is filled only in the full run. The last lines read
+`result: <metric> = <number>`; the headline ones are mlp_adam_step_vs_jax_jit (lazygraph's MLP
+step time over JAX jit's) and cnn_step_vs_torch (the CNN step over PyTorch eager's).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import jax_mlx_models  # noqa: E402
+from jax_mlx_models import jax_step, mlx_step  # noqa: E402
 from numpy_models import NumpyCNN, NumpyMLP  # noqa: E402
 
 import lazygraph as lg  # noqa: E402
@@ -155,6 +161,8 @@ def conv_bench(rounds: int) -> dict[str, dict[str, float]]:
         impls = conv_impls(xn, wn, np.zeros(64, np.float32), gn)
         times: dict[str, list[float]] = {k: [] for k in impls}
         for i in range(rounds + 1):
+            if i == 1:
+                lg.jit_wait()
             for k, fn in impls.items():
                 t0 = time.perf_counter()
                 fn()
@@ -202,7 +210,7 @@ def batches(name: str, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
     ]
 
 
-def bench(name: str, warmup: int, rounds: int) -> dict[str, Any]:
+def bench(name: str, warmup: int, rounds: int, with_mlx: bool = True) -> dict[str, Any]:
     """Check the first steps agree, then time `rounds` round-robin steps of each implementation."""
     lg.manual_seed(0)
     lg_step, weights = lazygraph_step(name)
@@ -211,10 +219,17 @@ def bench(name: str, warmup: int, rounds: int) -> dict[str, Any]:
     steps = {"lazygraph": lg_step, "reference": unoptimized(ref_step), "numpy": numpy_step(name, weights)}
     if torch is not None:
         steps["torch"] = torch_step(name, weights)
+    lr = CNN_LR if name == "cnn" else MLP_LR
+    peers = {"jax": jax_step(name, weights, lr, CNN_MOMENTUM)}
+    if with_mlx:
+        peers["mlx"] = mlx_step(name, weights, lr, CNN_MOMENTUM)
+    steps.update({k: v for k, v in peers.items() if v is not None})
     data = batches(name, warmup + rounds)
     losses: dict[str, list[float]] = {k: [] for k in steps}
     times: dict[str, list[float]] = {k: [] for k in steps}
     for i, (x, y) in enumerate(data):
+        if i == warmup:
+            lg.jit_wait()  # the steady state: background optimization and compiles are done
         for impl, fn in steps.items():
             t0 = time.perf_counter()
             loss = fn(x, y)
@@ -242,6 +257,7 @@ def breakdown(steps: int = 3, top: int = 12) -> list[tuple[float, str]]:
     data = batches("cnn", steps + 2)
     for x, y in data[:2]:  # optimization and warm-up
         step(x, y)
+    lg.jit_wait()
     saved = os.environ.get("LAZYGRAPH_DEBUG")
     os.environ["LAZYGRAPH_DEBUG"] = "2"
     buf = io.StringIO()
@@ -270,29 +286,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--breakdown", action="store_true", help="also list the CNN step's costliest kernels")
     args = ap.parse_args(argv)
     plan = {"cnn": (1, 1), "mlp": (1, 6)} if args.quick else {"cnn": (2, 6), "mlp": (2, 30)}
+    libs = (("torch", torch), ("jax", jax_mlx_models.jax), ("mlx", jax_mlx_models.mx))
+    peers = [k for k, m in libs if m is not None]
     print(f"bench_train: batch {BATCH}; python {platform.python_version()}, numpy {np.__version__}, ", end="")
     print(f"torch {torch.__version__ if torch else 'not installed'}; {os.cpu_count()} CPUs")
+    print(f"peers: numpy, {', '.join(peers)} (jax: jax.jit of the whole step; mlx: mx.compile, CPU)")
     t_start = time.perf_counter()
     results = {}
     for name, (warmup, rounds) in plan.items():
-        results[name] = res = bench(name, warmup, rounds)
+        results[name] = res = bench(name, warmup, rounds, with_mlx=name != "cnn" or not args.quick)
         shown = ", ".join(f"{k} {v[0]:.4f}" for k, v in res["losses"].items())
         print(f"check: {name} first-step losses agree ({shown})")
-    header = (
-        f"{'model':<6} {'steps':>5} {'lazygraph s':>12} {'reference s':>12} {'numpy s':>10} {'torch s':>10} "
-        f"{'vs ref':>7} {'vs numpy':>9} {'vs torch':>9}"
-    )
+    cols = ["numpy", "torch", "jax", "mlx"]
+    header = f"{'model':<6} {'steps':>5} {'lazygraph s':>12} {'reference s':>12} "
+    header += " ".join(f"{c + ' s':>9}" for c in cols) + f" {'vs ref':>7} "
+    header += " ".join(f"{'vs ' + c:>9}" for c in cols)
     print("\n" + header)
     print("-" * len(header))
     for name, res in results.items():
         med, ratio = res["median"], res["ratio"]
-        tt = f"{med['torch']:>10.4f}" if "torch" in med else f"{'-':>10}"
-        tr = f"{ratio['torch']:>9.2f}" if "torch" in ratio else f"{'-':>9}"
-        rounds = plan[name][1]
-        print(
-            f"{name:<6} {rounds:>5} {med['lazygraph']:>12.4f} {med['reference']:>12.4f} {med['numpy']:>10.4f} "
-            f"{tt} {ratio['reference']:>7.2f} {ratio['numpy']:>9.2f} {tr}"
-        )
+        row = f"{name:<6} {plan[name][1]:>5} {med['lazygraph']:>12.4f} {med['reference']:>12.4f} "
+        row += " ".join(f"{med[c]:>9.4f}" if c in med else f"{'-':>9}" for c in cols)
+        row += f" {ratio['reference']:>7.2f} "
+        print(row + " ".join(f"{ratio[c]:>9.2f}" if c in ratio else f"{'-':>9}" for c in cols))
     conv = conv_bench(1 if args.quick else 3)
     print("\nconv2d forward + backward alone (5x5, padding 2, 64 filters, batch 256), median s:")
     for label, med in conv.items():
@@ -311,13 +327,18 @@ def main(argv: list[str] | None = None) -> int:
     for name, res in results.items():
         print(f"result: {name}_step_seconds = {res['median']['lazygraph']:.4f}")
         print(f"result: {name}_step_ratio_vs_numpy = {res['ratio']['numpy']:.2f}")
-        if "torch" in res["ratio"]:
-            print(f"result: {name}_step_ratio_vs_torch = {res['ratio']['torch']:.2f}")
+        for peer in ("torch", "jax", "mlx"):
+            if peer in res["ratio"]:
+                print(f"result: {name}_step_ratio_vs_{peer} = {res['ratio'][peer]:.2f}")
         print(f"result: {name}_step_ratio_vs_reference = {res['ratio']['reference']:.2f}")
     for label, med in conv.items():
         print(f"result: {label}_fwd_bwd_seconds = {med['lazygraph']:.4f}")
         if "torch" in med:
             print(f"result: {label}_fwd_bwd_ratio_vs_torch = {med['lazygraph'] / med['torch']:.2f}")
+    if "jax" in results["mlp"]["ratio"]:
+        print(f"result: mlp_adam_step_vs_jax_jit = {results['mlp']['ratio']['jax']:.2f}")
+    if "torch" in results["cnn"]["ratio"]:
+        print(f"result: cnn_step_vs_torch = {results['cnn']['ratio']['torch']:.2f}")
     return 0
 
 

@@ -22,12 +22,10 @@ equal flat keys mean equal structural keys; lookups compare keys whole, never a 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from cache import template
 from cache.keyform import (  # noqa: F401  (re-exported: the key vocabulary)
     LEAF_BUFFER,
     LEAF_SCALAR,
@@ -38,112 +36,18 @@ from cache.keyform import (  # noqa: F401  (re-exported: the key vocabulary)
     dtype_str,
     shape_class,
 )
+from cache.nodekey import (  # noqa: F401  (re-exported)
+    _SCALAR_IDS,
+    TOKENS,
+    hint_of,
+    intern,
+    kid_of,
+    leaf_hint,
+    leaf_parts,
+)
 from ops.node import Node
 
 Key = tuple
-
-#: interned local tokens: token -> id and id -> token (append-only: ids are never reused)
-_ids: dict[tuple, int] = {}
-TOKENS: list[tuple] = []
-_intern_lock = threading.Lock()
-#: (op, dtype, shape[, attribute items and types]) -> id; caches, cleared when large
-_memo: dict[tuple, int] = {}
-_leaf_memo: dict[tuple, int] = {}
-_INEXACT = (float, complex)
-
-
-def intern(token: tuple) -> int:
-    """The id of a local token (the same token always gets the same id)."""
-    i = _ids.get(token)
-    if i is None:
-        with _intern_lock:
-            i = _ids.get(token)
-            if i is None:
-                i = _ids[token] = len(TOKENS)
-                TOKENS.append(token)
-    return i
-
-
-_SCALAR_IDS = {t: intern((LEAF_SCALAR, t.__name__)) for t in (bool, int, float, complex)}
-
-
-def _exact_sig(values: Any) -> tuple | None:
-    """Types of the attribute values (one level into tuples); None when a float is involved.
-
-    The memo compares attribute values with ==, which equates 1, 1.0 and True, and 0.0 and
-    -0.0; with their types alongside (and floats never memoized) equal memo keys give
-    equal key forms. Deeper levels hold normalized ints and strings (views, index
-    templates, pad widths, pairs).
-    """
-    types = tuple(map(type, values))
-    if float in types or complex in types:
-        return None
-    if tuple not in types:
-        return types
-    sig = []
-    for v, t in zip(values, types):
-        if t is tuple:
-            t = tuple(map(type, v))
-            if float in t or complex in t:
-                return None
-        sig.append(t)
-    return tuple(sig)
-
-
-def _interior_id(node: Node) -> int:
-    """Interned id of an operation's local token (memoized on its concrete form)."""
-    op, attrs = node.op, node.attrs
-    mk: tuple | None
-    if attrs:
-        sig = _exact_sig(attrs.values())
-        mk = None if sig is None else (op, node.dtype, node.shape, tuple(attrs.items()), sig)
-    else:
-        mk = (op, node.dtype, node.shape)
-    if mk is not None:
-        try:
-            i = _memo.get(mk)
-        except TypeError:  # an unhashable attribute value
-            mk, i = None, None
-        if i is not None:
-            return i
-    akey = attrs_key(op, attrs) if attrs else ()
-    i = intern((op.name, dtype_str(node.dtype), shape_class(node.shape), akey))
-    if mk is not None:
-        if len(_memo) > 100_000:
-            _memo.clear()
-        _memo[mk] = i
-    return i
-
-
-def _leaf_id(node: Node, buf: Any) -> int:
-    """Interned id of a held buffer's local token: dtype, unit and stride-0 axes, device, static.
-
-    Static (model state: parameters, module buffers) is structure: which leaves the fold pass
-    may memoize on, so it decides the optimized graph and belongs in the key.
-    """
-    static = node.static
-    if type(buf) is np.ndarray:
-        mk = (node.dtype, buf.shape, buf.strides, static)
-        i = _leaf_memo.get(mk)
-        if i is None:
-            if len(_leaf_memo) > 100_000:
-                _leaf_memo.clear()
-            cls = shape_class(buf.shape)
-            if 2 in cls and 0 in buf.strides:  # 3: a broadcast axis, one element read many times
-                cls = tuple(3 if c == 2 and s == 0 else c for c, s in zip(cls, buf.strides))
-            i = _leaf_memo[mk] = intern((LEAF_BUFFER, dtype_str(node.dtype), cls, "cpu", static))
-        return i
-    device = type(buf).__module__ + "." + type(buf).__name__  # a device array: its type is structure
-    return intern((LEAF_BUFFER, dtype_str(node.dtype), shape_class(node.shape), device, static))
-
-
-def _memory_root(buf: Any) -> Any:
-    """The object owning a buffer's memory (NumPy views chain through `.base`)."""
-    while True:
-        base = getattr(buf, "base", None)
-        if base is None:
-            return buf
-        buf = base
 
 
 class Walk:
@@ -214,21 +118,49 @@ class Walk:
 def walk(roots: Sequence[Node]) -> Walk:
     """Number the graph behind `roots` (inputs first) and build its structural key.
 
-    This is the hot path of every evaluation, hence the inlined lookups. The flat key holds,
-    per slot: the local id; for a buffer its alias slot; for an operation its number of
-    inputs and their slots. Then -1 and the root slots.
+    This is the hot path of every evaluation. A graph whose structure was seen before is
+    found by its roots' hints (computed while recording) and verified against that
+    numbering (cache/template.py), with no key to build or hash; otherwise `full_walk`
+    numbers it and its numbering becomes a template for the next time.
+    """
+    h, t, nodes = template.find(roots)
+    if nodes is not None:
+        w = Walk.__new__(Walk)
+        w.nodes = nodes
+        w.interior = t.interior
+        w.roots = t.roots
+        w.key = t.key
+        w.cacheable = True
+        w._parsed = (t.ids, t.edges)
+        w._tokens = None
+        return w
+    w = full_walk(roots)
+    if w.cacheable and w.interior:
+        if h is None:
+            h = template.roots_hint(roots)
+        if h is not None:
+            template.remember(h, w.key, w.roots, *w._parse(), w.interior)
+    return w
+
+
+def full_walk(roots: Sequence[Node]) -> Walk:
+    """The full walk: one iterative depth-first pass numbering nodes and building the flat key.
+
+    The flat key holds, per slot: the local id; for a buffer its alias slot; for an
+    operation its number of inputs and their slots. Then -1 and the root slots. Nodes
+    without a hint get one here, inputs first.
     """
     w = Walk()
     nodes, interior = w.nodes, w.interior
+    ids: list[int] = []
+    edges: list[Any] = []
     flat: list[int] = []
     slot: dict[Node, int] = {}  # -1 while a node is on the stack
     memory: dict[int, int] = {}
-    scalar_ids, memo_get = _SCALAR_IDS, _memo.get
+    scalar_ids = _SCALAR_IDS
     getslot = slot.__getitem__
     append, extend = flat.append, flat.extend
     root_slots = []
-
-    leaf_memo_get = _leaf_memo.get
 
     def leaf(node: Node, buf: Any) -> None:
         s = len(nodes)
@@ -237,15 +169,23 @@ def walk(roots: Sequence[Node]) -> Walk:
         i = scalar_ids.get(type(buf))
         if i is not None:
             append(i)
+            ids.append(i)
+            edges.append(None)
+            if node.h is None:
+                node.h = i
             return
-        if type(buf) is np.ndarray:
-            i = leaf_memo_get((node.dtype, buf.shape, buf.strides, node.static))
-            base = buf.base
-            root = buf if base is None else _memory_root(base)
+        c = node.kid
+        if type(c) is tuple and c[0] == node.static:
+            i, owner = c[1], c[2]
         else:
-            i, root = None, _memory_root(buf)
-        append(_leaf_id(node, buf) if i is None else i)
-        append(memory.setdefault(id(root), s))
+            i, owner = leaf_parts(node, buf)[1:]
+        a = memory.setdefault(owner, s)
+        append(i)
+        append(a)
+        ids.append(i)
+        edges.append(a)
+        if node.h is None:
+            node.h = i
 
     for root in roots:
         s = slot.get(root)
@@ -266,27 +206,25 @@ def walk(roots: Sequence[Node]) -> Walk:
                             slot[child] = -1
                             stack.append((child, iter(child.inputs)))
                             break
-                        i = scalar_ids.get(type(buf))
-                        if i is None:
-                            leaf(child, buf)
-                        else:  # a weak Python scalar, the most common leaf: inlined
-                            slot[child] = len(nodes)
-                            nodes.append(child)
-                            append(i)
+                        leaf(child, buf)
                 else:
                     stack.pop()
                     s = len(nodes)
-                    i = None if node.attrs else memo_get((node.op, node.dtype, node.shape))
+                    i = node.kid
                     if i is None:
-                        try:
-                            i = _interior_id(node)
-                        except Uncacheable:  # evaluated without the cache; the token only names it
-                            i = intern((node.op.name, dtype_str(node.dtype), shape_class(node.shape), ("?",)))
-                            w.cacheable = False
+                        i = kid_of(node)
                     inputs = node.inputs
+                    if node.h is None:
+                        node.h = hash((i, *[c.h for c in inputs]))
+                    if i < 0:  # evaluated without the cache; the token only names it
+                        i = intern((node.op.name, dtype_str(node.dtype), shape_class(node.shape), ("?",)))
+                        w.cacheable = False
+                    e = tuple(map(getslot, inputs))
                     append(i)
                     append(len(inputs))
-                    extend(map(getslot, inputs))
+                    extend(e)
+                    ids.append(i)
+                    edges.append(e)
                     slot[node] = s
                     nodes.append(node)
                     interior.append(s)
@@ -296,11 +234,18 @@ def walk(roots: Sequence[Node]) -> Walk:
     append(-1)
     extend(root_slots)
     w.key = tuple(flat)
+    w._parsed = (ids, edges)
     return w
 
 
 def key_hash(key: Key) -> int:
-    """Hash used to find a key's bucket; buckets compare keys whole (tests force collisions)."""
+    """Hash used to find a key's bucket; buckets compare keys whole (tests force collisions).
+
+    A template's key is hashed once (tuples do not keep their hash): its id finds it.
+    """
+    known = template.KEY_HASHES.get(id(key))
+    if known is not None and known[0] is key:
+        return known[1]
     return hash(key)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from cache.key import canon
 from ops.base import REGISTRY
 from ops.node import Node
-from ops.views import contiguous, permute_view
+from ops.views import View, contiguous, permute_view
 
 Expr = tuple
 Nodes = list[Node]
@@ -110,6 +110,61 @@ def compile_guard(g: Any) -> Callable[[Nodes], bool]:
         return x is y or canon(x) == canon(y)
 
     return check
+
+
+#: attribute values a guard memo may key on: equal ones are the same value (no 1 == 1.0 == True,
+#: no 0.0 == -0.0); shapes are tuples of ints
+_EXACT = {int, str, type(None), View}
+
+
+class _ReadsValues(Exception):
+    """A guard that reads a leaf's value or memory window: its outcome cannot be memoized."""
+
+
+def guard_reads(guards: list) -> Callable[[Nodes], tuple | None] | None:
+    """What the guards read from P' (shapes, attributes) as one hashable tuple, for memoizing them.
+
+    Guards are pure functions of what they read, so equal reads give equal outcomes. None when
+    a guard reads a value or a window; the reader returns None for an attribute whose equality
+    is looser than its key form (floats, bools, containers).
+    """
+    shapes: list[int] = []
+    attrs: list[tuple[int, str]] = []
+
+    def collect(e: Any) -> None:
+        tag = e[0]
+        if tag in ("shape", "dim"):
+            if e[1] not in shapes:
+                shapes.append(e[1])
+        elif tag == "attr":
+            if (e[1], e[2]) not in attrs:
+                attrs.append((e[1], e[2]))
+        elif tag in ("contiguous", "transposed", "swapped"):
+            collect(e[1])
+        elif tag == "tuple":
+            for x in e[1:]:
+                collect(x)
+        elif tag not in ("const", "dtype"):
+            raise _ReadsValues
+
+    try:
+        for g in guards:
+            collect(g[1])
+            collect(g[2])
+    except _ReadsValues:
+        return None
+    exact = _EXACT
+
+    def read(nodes: Nodes) -> tuple | None:
+        out: list[Any] = [nodes[p].shape for p in shapes]
+        for p, name in attrs:
+            v = nodes[p].attrs[name]
+            if type(v) not in exact:
+                return None
+            out.append(v)
+        return tuple(out)
+
+    return read
 
 
 def eval_expr(e: Expr, nodes: Nodes) -> Any:

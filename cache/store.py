@@ -18,7 +18,7 @@ from typing import Any
 
 from cache import key as keymod
 from cache.key import Key
-from cache.recipe import compile_guard
+from cache.recipe import compile_guard, guard_reads
 from cache.tgraph import TransformationGraph
 from ops.node import Node
 
@@ -42,13 +42,22 @@ class Variant:
         self.tgraph = tgraph
         self.program = program  # opaque here: the engine's executable form of `tgraph`
         guards = [compile_guard(g) for g in tgraph.guards]
-        self.check: Callable[[list[Node]], bool] | None = _all_hold(guards) if guards else None
+        self.check: Callable[[list[Node]], bool] | None = (
+            _all_hold(guards, guard_reads(tgraph.guards)) if guards else None
+        )
 
 
-def _all_hold(guards: list[Callable[[list[Node]], bool]]) -> Callable[[list[Node]], bool]:
-    """One callable telling whether every guard holds on P' (a guard that cannot be computed fails)."""
+def _all_hold(
+    guards: list[Callable[[list[Node]], bool]], reads: Callable[[list[Node]], tuple | None] | None
+) -> Callable[[list[Node]], bool]:
+    """One callable telling whether every guard holds on P' (a guard that cannot be computed fails).
 
-    def check(nodes: list[Node]) -> bool:
+    Outcomes are memoized by what the guards read (`guard_reads`), so a hit on the sizes of
+    an earlier evaluation costs a few attribute reads, not the guards' expressions.
+    """
+    memo: dict[tuple, bool] = {}
+
+    def evaluate(nodes: list[Node]) -> bool:
         for g in guards:
             try:
                 if not g(nodes):
@@ -56,6 +65,23 @@ def _all_hold(guards: list[Callable[[list[Node]], bool]]) -> Callable[[list[Node
             except Exception:  # a guard over values that no longer fit: not this variant
                 return False
         return True
+
+    if reads is None:
+        return evaluate
+
+    def check(nodes: list[Node]) -> bool:
+        try:
+            k = reads(nodes)
+            ok = memo.get(k) if k is not None else None
+        except Exception:  # a missing attribute or an unhashable one: evaluate the guards
+            k = ok = None
+        if ok is None:
+            ok = evaluate(nodes)
+            if k is not None:
+                if len(memo) >= 64:
+                    memo.clear()
+                memo[k] = ok
+        return ok
 
     return check
 
@@ -111,6 +137,17 @@ class Entry:
             self.variants = [v, *self.variants[:7]]  # keep the recent variants of a key
         return program
 
+    def replace(self, old: Any, tg: TransformationGraph, program: Any) -> Any:
+        """Publish a finished variant in place of the one whose program is `old` (tiered optimization).
+
+        Threads running `old` finish with it; the next selection finds the new one first.
+        """
+        v = Variant(tg, program)
+        with _VARIANTS_LOCK:
+            rest = [x for x in self.variants if x.program is not old]
+            self.variants = [v, *rest[:7]]
+        return program
+
     def summary(self) -> dict:
         """Per-entry counts and sizes for `lg.cache.stats()` and listings."""
         tg = self.variants[0].tgraph if self.variants else None
@@ -154,7 +191,7 @@ class MemoryStore:
             bucket = self._buckets.get(h)
             if bucket:
                 for e in bucket:
-                    if e.key == key:
+                    if e.key is key or e.key == key:
                         return e
         return None
 

@@ -3,6 +3,8 @@
     python3 examples/train_mnist.py                      # defaults reach >= 96% test accuracy
     python3 examples/train_mnist.py --epochs 1 --limit 512
     python3 examples/train_mnist.py --data ~/mnist       # the full set from the IDX files
+    python3 examples/train_mnist.py --device cuda        # on a GPU (CuPy); cuda-emulated: the
+                                                         # same CUDA kernels run on the host (slow)
 
 Model (Table 3 of the paper): conv 5x5 1->64 + ReLU, maxpool 2, conv 5x5 64->64 + ReLU,
 maxpool 2 ('same' padding, so the FC layer sees 64*7*7 = 3136 features), FC 1024 + ReLU,
@@ -62,13 +64,15 @@ def even_batch_size(n: int, batch_size: int) -> int:
     return best if best * 2 > batch_size else batch_size
 
 
-def evaluate_accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray, batch_size: int) -> float:
+def evaluate_accuracy(
+    model: nn.Module, x: np.ndarray, y: np.ndarray, batch_size: int, device: str = "cpu"
+) -> float:
     """Fraction of correctly classified examples (inference mode, no gradients)."""
     model.eval()
     correct = 0
     with lg.no_grad():
         for xb, yb in batches(x, y, even_batch_size(len(y), batch_size)):
-            pred = model(lg.asarray(xb)).argmax(axis=1)
+            pred = model(lg.asarray(xb, device=device)).argmax(axis=1)
             correct += int((pred == yb).sum())
     model.train()
     return correct / len(y)
@@ -99,7 +103,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="cpu", help="where arrays live (this build: cpu)")
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        help="where the model trains: cpu, cuda (a GPU), cuda-emulated (CUDA on the host)",
+    )
     ap.add_argument("--data", metavar="DIR", help="folder with the MNIST IDX files (default: bundled sample)")
     ap.add_argument("--limit", type=int, default=0, help="train on the first N examples only (smoke runs)")
     return ap
@@ -114,10 +122,11 @@ def train(args: argparse.Namespace) -> float:
     if args.limit:
         x_train, y_train = x_train[: args.limit], y_train[: args.limit]
     print(
-        f"MNIST: {len(y_train)} training and {len(y_test)} test digits; batch {args.batch_size}, Adam lr {args.lr}"
+        f"MNIST: {len(y_train)} training and {len(y_test)} test digits; batch {args.batch_size}, "
+        f"Adam lr {args.lr}, device {args.device}"
     )
 
-    model = dali_cnn()
+    model = dali_cnn().to(args.device)
     opt = lg.optim.Adam(model.parameters(), lr=args.lr)
     rng = np.random.default_rng(args.seed)
     # Full batches only (a different order each epoch): a last, smaller batch would be a
@@ -130,7 +139,8 @@ def train(args: argparse.Namespace) -> float:
         bar = Progress(steps, f"epoch {epoch}/{args.epochs}")
         total = 0.0
         for xb, yb in batches(x_train, y_train, args.batch_size, shuffle=True, rng=rng, drop_last=drop_last):
-            loss = nn.functional.cross_entropy(model(lg.asarray(xb)), yb)
+            xb, yb = lg.asarray(xb, device=args.device), lg.asarray(yb, device=args.device)
+            loss = nn.functional.cross_entropy(model(xb), yb)
             opt.zero_grad()
             loss.backward()
             opt.step()  # the one evaluation point of the step: forward, backward, update
@@ -138,7 +148,7 @@ def train(args: argparse.Namespace) -> float:
             total += value
             bar.update(value)
         bar.close()
-        acc = evaluate_accuracy(model, x_test, y_test, args.batch_size)
+        acc = evaluate_accuracy(model, x_test, y_test, args.batch_size, args.device)
         seconds = time.perf_counter() - t0
         print(
             f"epoch {epoch}/{args.epochs}: train loss {total / steps:.4f}, "

@@ -2,7 +2,8 @@
 
 A shared library is dlopened from a private copy of its verified bytes (jit/store.py's
 `load_library`), once per binary; a `CpuProgram` calls its `lg_kernel(void **ptrs, const
-int64_t *dims, const double *fs, const int64_t *is)` through ctypes. It lives outside
+int64_t *dims, const double *fs, const int64_t *is)` through ctypes (fused regions launch
+through jit/launch.py, which takes `CpuProgram.address`). It lives outside
 jit/backend/ so that the compiled window kernels, which the CPU backend's library calls use,
 can load their own programs without importing the backend.
 """
@@ -25,7 +26,7 @@ _f64 = ctypes.c_double
 class CpuProgram(Program):
     """`lg_kernel` of a loaded library: the kernel ABI as four pointers (grid and block are unused)."""
 
-    __slots__ = ("fn", "lib")
+    __slots__ = ("address", "fn", "lib")
 
     def __init__(self, lib: ctypes.CDLL, entry: str) -> None:
         self.lib = lib  # keeps the library mapped while the program lives
@@ -33,6 +34,8 @@ class CpuProgram(Program):
         fn.argtypes = [ctypes.c_void_p] * 4
         fn.restype = None
         self.fn = fn
+        #: the entry's address, for jit/launch.py's fixed-cost launcher
+        self.address: int = ctypes.cast(fn, ctypes.c_void_p).value or 0
 
     def __call__(
         self,

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jit import astar, compile_c, generate, types
+from jit import astar, background, compile_c, generate, launch, types
 from jit import layout as lay
 from jit.backend import Backend, Program
 from jit.backend import get as get_backend
@@ -120,6 +120,21 @@ class Variant(NamedTuple):
     launch: Callable[[list[int]], tuple[int, int]]
 
 
+class _Launch(NamedTuple):
+    """A CPU launch for one argument signature: `run(values, outs)` (None: run on NumPy)."""
+
+    size: int  # elements of the largest array (the min_size rule compares it)
+    run: Callable[[tuple, list], None] | None
+    outs: tuple[tuple[tuple[int, ...], np.dtype], ...]  # shape and dtype of each output
+
+
+#: a launch this large releases the GIL while the kernel runs (smaller ones would pay for
+#: taking it back, up to a thread switch interval when another thread holds it)
+NOGIL_SIZE = 1 << 16
+#: argument signatures remembered per kernel
+MAX_LAUNCHES = 256
+
+
 class FusedKernel:
     """One region structure's kernels, one per backend and argument layout (see the module docstring)."""
 
@@ -142,6 +157,16 @@ class FusedKernel:
         self.variants: dict[tuple[str, Layout, tuple], Variant] = {}
         # threads share kernels: one builds a layout's variant while the others wait for it
         self._lock = threading.Lock()
+        # argument signature -> what a CPU launch needs (see __call__)
+        self.launches: dict[tuple, _Launch] = {}
+        self._array_pos = [i for i, (kind, _) in enumerate(self.spec.arg_of_input) if kind != "scalar"]
+        plan = []
+        for (kind, k), dt in zip(self.spec.arg_of_input, self.in_dtypes):
+            if kind != "scalar":
+                plan.append((launch.ARRAY, 0, dt.itemsize))
+            else:
+                plan.append((launch.FLOAT if dt.kind == "f" else launch.INT, k, 0))
+        self._plan = launch.pack_plan(plan)
 
     # -- sizes, outputs, layout -----------------------------------------------------------
     def _sizes(self, arrays: list[Any]) -> dict[int, int]:
@@ -152,17 +177,54 @@ class FusedKernel:
                     sizes[root] = arr.shape[dim]
         return sizes
 
-    def __call__(self, *values: Any, out: Any = None, backend: Backend | None = None) -> list[Any]:
+    def __call__(
+        self, *values: Any, out: Any = None, backend: Backend | None = None, min_size: int = 0
+    ) -> list[Any]:
         """Run the kernel on the inputs' values (arrays and scalars, in `Region.inputs` order).
 
         `backend` runs it (the CPU's by default; inputs are copied to its memory where they are
         not there). `out` receives the first output (the engine's planned buffer); it must be
         the backend's array of the output's shape and dtype and share no memory with an input
-        the kernel reads.
+        the kernel reads. Arrays all smaller than `min_size` elements run op by op on NumPy
+        (the engine passes `LAZYGRAPH_JIT_MIN_SIZE`; where launches go through ctypes, a
+        nonzero `min_size` is at least `launch.CTYPES_MIN_SIZE`).
+
+        On the CPU, what one argument signature (shapes and strides of the arrays, the `out`
+        buffer's, the numeric mode) determines is kept in `self.launches`: a repeated call
+        looks it up, allocates the outputs and launches (jit/launch.py).
         """
-        be = backend if backend is not None else get_backend("cpu")
+        if min_size and not launch.FAST:
+            min_size = max(min_size, launch.CTYPES_MIN_SIZE)  # ctypes' fixed cost: NumPy is faster
+        if backend is None or backend.name == "cpu":
+            try:
+                key = (
+                    SETTINGS.fast_math,
+                    None if out is None else (out.shape, out.strides, out.dtype, type(out)),
+                    *[(values[i].shape, values[i].strides) for i in self._array_pos],
+                )
+            except (AttributeError, IndexError):
+                key = None  # not arrays where arrays are expected: the general path converts them
+            e = self.launches.get(key) if key is not None else None
+            if e is not None:
+                if e.size < min_size:
+                    return self.fallback(values, out)
+                if e.run is not None:
+                    outs = [np.empty(shp, dt) for shp, dt in e.outs]
+                    if out is not None:
+                        outs[0] = out
+                    try:
+                        e.run(values, outs)
+                        return outs
+                    except TypeError:
+                        pass  # a value the launcher cannot read directly: the general path
+            return self._launch(values, out, get_backend("cpu"), min_size, key)
+        return self._launch(values, out, backend, min_size, None)
+
+    def _launch(self, values: tuple, out: Any, be: Backend, min_size: int, key: tuple | None) -> list[Any]:
+        """The general path: layout, variant (built on first use), loop arguments, launch."""
         spec = self.spec
         arrays: list[Any] = []
+        converted: list[Any] = []  # the values with arrays in the backend's memory
         fs = [0.0] * len(spec.scalars)  # scalar k is read from fs[k] (floats) or is_[k]
         is_ = [0] * len(spec.scalars)
         to_device = be.to_device
@@ -174,19 +236,28 @@ class FusedKernel:
                     iv = int(v)
                     is_[k] = iv - (1 << 64) if iv >= 1 << 63 else iv
             else:
-                arrays.append(to_device(v))
+                v = to_device(v)
+                arrays.append(v)
+            converted.append(v)
         sizes = self._sizes(arrays)
+        shapes = [tuple(1 if r < 0 else sizes[r] for r in spec.arrays[ai].roots) for _, ai in spec.outputs]
+        size = max([a.size for a in arrays] + [int(np.prod(s)) for s in shapes] + [1 if values else 0])
+        if size < min_size:
+            if key is not None:
+                self._remember(key, _Launch(size, None, ()))
+            return self.fallback(values, out)
         if out is not None and any(be.may_share(out, a) for a in arrays):
             raise ValueError("jit region: out= shares memory with an input the kernel reads")
         outs = []
-        for _, ai in spec.outputs:
+        for (_, ai), shp in zip(spec.outputs, shapes):
             ref = spec.arrays[ai]
-            shp = tuple(1 if r < 0 else sizes[r] for r in ref.roots)
             if out is not None and not outs:
                 _check_out(be, out, shp, ref.dtype)
                 outs.append(out)
             else:
                 outs.append(be.empty(shp, ref.dtype))
+        if self._deferred(be, None):
+            return self.fallback(values, out)  # the toolchain is probed in the background
         if not be.available():
             if be.language != "c":
                 raise RuntimeError(f"jit region: the {be.name} backend cannot compile and run kernels here")
@@ -199,19 +270,53 @@ class FusedKernel:
         layout = lay.make_layout(spec, sizes, strides)
         ints = lay.loop_args(spec, layout, sizes, strides)
         gen = generate.GENERATORS[be.language]
-        key = (be.name, layout, gen.mode(layout, ints))
-        v = self.variants.get(key)
+        vkey = (be.name, layout, gen.mode(layout, ints))
+        v = self.variants.get(vkey)
         if v is None:
+            if self._deferred(be, vkey):
+                return self.fallback(values, out)  # compiled in the background; op by op meanwhile
             with self._lock:
-                v = self.variants.get(key) or self._build(be, key)
-        grid, block = v.launch(ints)
-        v.program(allarr, ints, fs, is_, grid, block)
+                v = self.variants.get(vkey) or self._build(be, vkey)
+        address = getattr(v.program, "address", None)
+        if key is None or address is None:
+            grid, block = v.launch(ints)
+            v.program(allarr, ints, fs, is_, grid, block)
+            return outs
+        flags = (launch.CHECK_OUT if out is not None else 0) | (launch.NOGIL if size >= NOGIL_SIZE else 0)
+        run = launch.launcher(address, ints, self._plan, flags)
+        self._remember(key, _Launch(size, run, tuple((o.shape, o.dtype) for o in outs)))
+        run(tuple(converted), outs)
         return outs
+
+    def _remember(self, key: tuple, entry: _Launch) -> None:
+        if len(self.launches) >= MAX_LAUNCHES:
+            self.launches.clear()  # argument signatures that keep changing: start over
+        self.launches[key] = entry
 
     def source(self, layout: Layout, language: str = "c", mode: tuple | None = None) -> generate.Source:
         """The generated source of a layout in `language` (mode: the current numeric mode's, full blocks)."""
         gen = generate.GENERATORS[language]
         return gen.render(self.spec, layout, mode if mode is not None else gen.mode(layout, []))
+
+    def _deferred(self, be: Backend, key: tuple[str, Layout, tuple] | None) -> bool:
+        """Whether this launch runs on NumPy while the background compiles (jit/background.py).
+
+        `key` None asks about the toolchain probe. Only the CPU backend (whose fallback values
+        are its own arrays) defers; a job that failed is redone here, raising as it would.
+        """
+        if be.name != "cpu" or not background.enabled():
+            return False
+        if key is None:
+            if background.toolchain_probed():
+                return False
+            background.probe_toolchain()
+            return True
+        return background.submit(("kernel", id(self), key), lambda: self._build_once(be, key))
+
+    def _build_once(self, be: Backend, key: tuple[str, Layout, tuple]) -> None:
+        with self._lock:
+            if key not in self.variants:
+                self._build(be, key)
 
     def _build(self, be: Backend, key: tuple[str, Layout, tuple]) -> Variant:
         _, layout, mode = key
@@ -222,6 +327,8 @@ class FusedKernel:
                 f"{src.explain}\n{compile_c.numbered(src.text)}"
             )
         program = be.load(be.compile(src.text, "lazygraph_kernel"), "lg_kernel", src.scalars)
+        if be.name == "cpu":
+            launch.prepare()  # the launcher, built once per machine like a kernel
         v = self.variants[key] = Variant(program, src.result, src.text, src.launch)
         return v
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from jit.ir import Par
 from jit.render import Renderer
 from jit.render_block import MVEC, VectorBlocks, vector_declarations
+from jit.render_columns import ColumnRenderer, remaining_finals, stage_stores, wants_columns
 from jit.render_order import OrderedStages
 
 PRELUDE = r"""#include <stdint.h>
@@ -91,6 +92,10 @@ static inline int lg_pw_next(lg_pw_t *it, int64_t *s, int64_t *n, int *c) {
 """
 
 
+#: loop iterations (all loops' extents multiplied) from which a kernel forks OpenMP threads
+PARALLEL_MIN = 1 << 15
+
+
 def mvec_declarations() -> str:
     """`declare simd` prototypes so any loop calling these functions vectorises (fast math)."""
     out = []
@@ -103,6 +108,13 @@ def mvec_declarations() -> str:
 
 class CRenderer(VectorBlocks, OrderedStages, Renderer):
     """OpenMP C (see the module docstring)."""
+
+    def _plan_stash(self) -> dict[int, tuple[int, int]]:
+        """Values parked for the final stage, plus the final outputs a stage stores itself."""
+        self.stash = super()._plan_stash()
+        if self.nr:
+            self.stash.update(stage_stores(self))
+        return self.stash
 
     def open_loop(self, li: int, par: Par, reds: list[int], kept: bool) -> None:
         """`for` with the pragma the assignment asks for."""
@@ -126,6 +138,10 @@ class CRenderer(VectorBlocks, OrderedStages, Renderer):
 
     def final(self, done: set[int]) -> None:
         """Outputs; a loop computing vector math becomes a block loop."""
+        if self.nr:
+            self.finals = remaining_finals(self)
+            if not self.finals:
+                return  # every output that varies along the reduced axes was stored by a stage
         if self.blocked_elementwise():
             self.elementwise_block(self._inner_par)
         elif self.nr and self.calls_vmath(self.final_values() - set(self.stash)):
@@ -142,10 +158,13 @@ def render_c(  # noqa: ANN001
     `short`: the blocked loop (render_block.blocked_extent) may run fewer than LG_W iterations,
     so block loops need their padded-block branch (a second, costly-to-compile body).
     """
-    r = CRenderer(spec, layout, assign)
-    r.exact = exact
-    r.vmath = mvec and exact
-    r.short = short
+    if wants_columns(spec, layout):
+        r: CRenderer | ColumnRenderer = ColumnRenderer(spec, layout, assign)
+    else:
+        r = CRenderer(spec, layout, assign)
+        r.exact = exact
+        r.vmath = mvec and exact
+        r.short = short
     body = r.body()
     head = [PRELUDE, (vector_declarations() if exact else mvec_declarations()) if mvec else ""]
     head.append("void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {")
@@ -170,4 +189,10 @@ def render_c(  # noqa: ANN001
     count = " * ".join(f"n{spec_li}" for spec_li in range(len(layout.kloops), nl)) or "1"
     head.append(f"  const int64_t lg_count = {count};")
     head.append("  (void)lg_count; (void)fs; (void)is;")
+    # Waking OpenMP's sleeping threads costs more than a small kernel's whole work: below
+    # PARALLEL_MIN iterations in all, every parallel region runs on the calling thread alone.
+    work = " * ".join(f"n{li}" for li in range(nl)) or "1"
+    head.append(f"  const int lg_par = {work} >= {PARALLEL_MIN};")
+    head.append("  (void)lg_par;")
+    body = [ln + " if(lg_par)" if ln.lstrip().startswith("#pragma omp parallel") else ln for ln in body]
     return "\n".join(head) + "\n" + "\n".join(body) + "\n}\n"

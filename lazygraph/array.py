@@ -18,14 +18,16 @@ from typing import Any
 import numpy as np
 from numpy.exceptions import ComplexWarning
 
+from cache.key import hint_of, kid_of, leaf_hint
 from lazygraph import txn
+from lazygraph.device import CPU, Device, canonical, default, place
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.engine.attempt import RELEASED
 from lazygraph.gradmode import GRAD_STATE, is_grad_enabled, track
 from lazygraph.indexing import parse_index
 from ops.base import FAST_SIZE, REGISTRY, _weak_sig, check_size, fmt_shape
 from ops.creation import BUFFER, SCALAR
-from ops.node import Node
+from ops.node import HOST, Node
 from ops.views import View, contiguous, is_identity, materialize
 
 VIEW = REGISTRY["view"]
@@ -105,32 +107,20 @@ def accumulate_grad(storage: Storage, g: Array) -> None:
         gh.append(pnode)
 
 
-class Device(str):
-    """A device arrays live on (the Array API's device object); equal to its name, shown as it."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return str.__str__(self)
+def check_device(device: Any) -> str:
+    """The canonical name of `device` (None: the default device); unknown or unusable ones raise."""
+    return canonical(device)
 
 
-#: the host, where every array of this build lives
-CPU = Device("cpu")
-
-
-def check_device(device: str | None) -> None:
-    """Reject devices this build cannot place arrays on (every creation function asks)."""
-    if device not in (None, "cpu"):
-        raise ValueError(f"device {device!r} is not available (only 'cpu')")
-
-
-def constant(value: Any, dtype: Any = None) -> Node:
-    """A leaf holding a private, read-only copy of a NumPy-convertible value."""
+def constant(value: Any, dtype: Any = None, device: Any = None) -> Node:
+    """A leaf holding a private, read-only copy of a NumPy-convertible value, on `device` (default)."""
     arr = np.array(value, dtype=dtype, copy=True, order="C")
     if arr.dtype == object:
         raise TypeError(f"asarray: cannot convert {type(value).__name__} to a numeric array")
     arr.flags.writeable = False
-    return Node(BUFFER, (), {}, arr.shape, arr.dtype, buffer=arr)
+    node = Node(BUFFER, (), {}, arr.shape, arr.dtype, buffer=arr)
+    node.device = canonical(device)
+    return node
 
 
 _SCALAR_DTYPES = {
@@ -148,10 +138,10 @@ def as_node(x: Any, op: str) -> Node:
     dtype = _SCALAR_DTYPES.get(type(x))
     if dtype is not None:
         return Node(SCALAR, (), {}, (), dtype, buffer=x)
-    if isinstance(x, (np.ndarray, np.generic, list, tuple)):
-        return constant(x)
-    if isinstance(x, numbers.Number):
-        return constant(x)
+    if isinstance(x, (np.ndarray, np.generic, list, tuple, numbers.Number)):
+        node = constant(x, device=HOST)
+        node.device = None  # converted on the fly: it joins the device of the arrays it meets
+        return node
     raise TypeError(f"{op}: unsupported operand type {type(x).__name__!r}")
 
 
@@ -168,7 +158,21 @@ def record(op: str, *operands: Any, **attrs: Any) -> Array:
     shape, dtype, attrs = opdef.infer(nodes, attrs)
     if not 0 < prod(shape) <= FAST_SIZE:  # the common case without a call
         check_size(op, shape, dtype)
-    node = track(Node(opdef, nodes, attrs, shape, dtype))
+    node = Node(opdef, nodes, attrs, shape, dtype)
+    d = node.device
+    if d is None or not nodes:
+        node.device = place(op, nodes)
+    else:
+        for n in nodes:
+            if n.device is not d:
+                node.device = place(op, nodes)  # raises for arrays of two devices
+                break
+    node = track(node)
+    if node.h is None:
+        try:
+            hint_of(node)  # the structural key's parts, hashed as recorded (cache/key.py)
+        except RecursionError:  # inputs recorded without hints, in a long chain: the walk hints them
+            pass
     if opdef in _FALLIBLE and _FALLIBLE[opdef](node):
         txn.note_origin(node)
     return Array(Storage(node))
@@ -236,6 +240,7 @@ class Array:
                 # Views of evaluated buffers cost nothing: realize them immediately.
                 buf = materialize(base.buffer, view)
                 node = Node(BUFFER, (), {}, view.shape, base.dtype, buffer=buf)
+                node.device = base.device
                 node.static = base.static  # w.T of frozen weights is model state too
                 if base in RELEASED:  # its history is gone: grad() must know (autograd.py)
                     RELEASED.add(node)
@@ -277,8 +282,9 @@ class Array:
 
     @property
     def device(self) -> Device:
-        """Where the array lives (the CPU for now): a Device, equal to "cpu"."""
-        return CPU
+        """Where the array lives and its operators run: a Device, equal to its name ("cpu")."""
+        d = self._storage.node.device
+        return CPU if d is HOST else Device(d if d is not None else default())
 
     def __len__(self) -> int:
         if not self.shape:
@@ -314,6 +320,7 @@ class Array:
         # A fresh node carries the mark, so other arrays holding the old value are unaffected.
         if node.buffer is not None and not node.requires_grad:
             fresh = Node(BUFFER, (), {}, node.shape, node.dtype, buffer=node.buffer)
+            fresh.device = node.device
             if node in RELEASED:
                 RELEASED.add(fresh)
         else:
@@ -420,6 +427,9 @@ class Array:
             )
         base = self._storage.node
         vnode = as_node(value, op)
+        d = base.device
+        if vnode.device is not d or any(n.device is not d for n in idx_nodes):
+            vnode.device = place(op, (base, vnode, *idx_nodes))  # neutral values join the array's
         if element:
             # the caller knows NumPy converts this value with at most the target's dimensions
             from ops.movement import index_shape
@@ -598,7 +608,9 @@ def _remember(cache: dict, key: tuple, result: Array) -> Array:
         if len(cache) >= node.op.SIG_CACHE_LIMIT:
             cache.clear()
         fallible = node.op in _FALLIBLE and _FALLIBLE[node.op](node)
-        cache[key] = (shape, node.dtype, node.dtype.kind in "fc", fallible)
+        # the operation's local id, and the hints of Python scalar operands (one per type)
+        const = [leaf_hint(n, n.buffer) if n.op is SCALAR else None for n in node.inputs]
+        cache[key] = (shape, node.dtype, node.dtype.kind in "fc", fallible, kid_of(node), *const)
     return result
 
 
@@ -639,8 +651,20 @@ def record_binary(op: str, x: Any, y: Any) -> Array:
     hit = cache.get(key)
     if hit is None:
         return _remember(cache, key, record(op, x, y))
-    shape, dtype, fc, fallible = hit
+    shape, dtype, fc, fallible, kid, hx, hy = hit
     node = Node(opdef, (nx, ny), {}, shape, dtype)
+    node.kid = kid  # the structural key's parts, hashed as recorded (cache/key.py)
+    if hx is None:
+        hx = nx.h
+        if hx is None:
+            hx = hint_of(nx)
+    if hy is None:
+        hy = ny.h
+        if hy is None:
+            hy = hint_of(ny)
+    node.h = hash((kid, hx, hy))
+    if nx.device is not ny.device:  # a scalar or NumPy operand joins; two devices raise
+        node.device = place(op, (nx, ny))
     if fc:  # gradmode.track
         if GRAD_STATE.enabled:
             if nx.requires_grad or ny.requires_grad:
@@ -665,8 +689,11 @@ def record_unary(op: str, x: Any) -> Array:
     hit = cache.get(key)
     if hit is None:
         return _remember(cache, key, record(op, x))
-    shape, dtype, fc, fallible = hit
+    shape, dtype, fc, fallible, kid, _ = hit
     node = Node(opdef, (nx,), {}, shape, dtype)
+    node.kid = kid
+    hx = nx.h
+    node.h = hash((kid, hint_of(nx) if hx is None else hx))
     if fc:  # gradmode.track
         if GRAD_STATE.enabled:
             if nx.requires_grad:

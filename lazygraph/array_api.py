@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from lazygraph.array import CPU, Array, Device, check_device, constant, from_node
+from lazygraph.array import Array, Device, check_device, constant, from_node
+from lazygraph.device import default_device, devices
 
 __array_api_version__ = "2024.12"
 
@@ -151,11 +152,11 @@ class Info:
 
     def default_device(self) -> Device:
         """Where arrays are created when no device is given."""
-        return CPU
+        return default_device()
 
     def devices(self) -> list[Device]:
         """The devices arrays can be placed on."""
-        return [CPU]
+        return devices()
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, np.dtype]:
         """The dtypes creation functions choose: NumPy's (float64, complex128, int64)."""
@@ -192,8 +193,10 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     The data is copied once into a private leaf, as `asarray` does: a lazy array's value cannot
     change behind its graph, so `copy=False` (never copy) is refused with BufferError.
     """
-    check_device(device)
+    dev = check_device(device)
     if isinstance(x, Array):
+        if device is not None and x.device != dev:
+            return x.to(dev)  # a transfer: a copy in any case
         if copy is False:
             return x
         return from_node(x.node)  # lazy values are immutable: sharing the node is a copy
@@ -211,15 +214,14 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
         value = np.from_dlpack(x, **kwargs)
     except (TypeError, BufferError, RuntimeError) as e:
         raise type(e)(f"from_dlpack: {e}") from None
-    return from_node(constant(value))
+    return from_node(constant(value, device=dev))
 
 
 def _to_device(self: Array, device: Any, /, *, stream: Any = None) -> Array:
-    """The array on `device` (only the CPU in this build, where it already is: itself)."""
+    """The array on `device`: itself where it is, else an evaluated copy (lazygraph/device.py)."""
     if stream is not None:
-        raise ValueError("to_device: streams apply to GPU devices; this array is on the CPU")
-    check_device(device)
-    return self
+        raise ValueError("to_device: streams are not supported; transfers complete before returning")
+    return self.to(device)
 
 
 def _array_namespace(self: Array, /, *, api_version: str | None = None) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 
 from lazygraph.array import LEAF_OWNERS, VIEW, Array, accumulate_grad, from_node, record
 from lazygraph.creation import ones, zeros
+from lazygraph.device import Device, default
 from lazygraph.engine import threads
 from lazygraph.engine.attempt import RELEASED
 from lazygraph.gradmode import is_grad_enabled, no_grad, set_grad_enabled
@@ -114,6 +115,10 @@ def _backprop(
     root: Node, seed: Array, wanted: set[int], order: list[Node] | None = None, inputs: Callable | None = None
 ) -> dict[int, Array]:
     """Cotangents of every node on a path from a `wanted` node to `root`."""
+    dev = root.device
+    if dev is not None and dev is not default():
+        with Device(dev):  # what gradient rules create (zeros, constants) goes on the graph's device
+            return _backprop(root, seed, wanted, order, inputs)
     inputs = inputs or _tracked_inputs
     order = _tracked_order(root, inputs) if order is None else order
     # Only nodes from which a wanted node is reachable need a cotangent.
@@ -138,7 +143,7 @@ def _backprop(
             if c is None or id(child) not in useful:
                 continue
             if not isinstance(c, Array):
-                c = asarray(c)
+                c = asarray(c, device=child.device)
             c = _sum_to(c, child.shape)
             if c.dtype != child.dtype:
                 c = c.astype(child.dtype)
@@ -156,8 +161,8 @@ def _seed(y: Array, grad_output: Any, who: str) -> Array:
                 f"{who}: grad can be implicitly created only for single-element outputs "
                 f"(got shape {fmt_shape(y.shape)}); pass grad_output"
             )
-        return ones(y.shape, dtype=y.dtype)
-    g = grad_output if isinstance(grad_output, Array) else asarray(grad_output, dtype=y.dtype)
+        return ones(y.shape, dtype=y.dtype, device=y.device)
+    g = grad_output if isinstance(grad_output, Array) else asarray(grad_output, y.dtype, y.device)
     if g.shape != y.shape:
         raise ValueError(
             f"{who}: grad_output shape {fmt_shape(g.shape)} != output shape {fmt_shape(y.shape)}"
@@ -195,7 +200,7 @@ def grad(
         out = []
         for x, t in zip(xs, targets, strict=True):
             g = cot.get(id(t))
-            out.append(zeros(x.shape, dtype=x.dtype) if g is None else g)
+            out.append(zeros(x.shape, dtype=x.dtype, device=x.device) if g is None else g)
     finally:
         set_grad_enabled(prev)
     return out[0] if single else out
@@ -248,6 +253,7 @@ def _set_requires_grad(self: Array, flag: bool) -> None:
     fresh = Node(VIEW, (node,), {"view": contiguous(node.shape)}, node.shape, node.dtype)
     if node.buffer is not None and not node.requires_grad:
         fresh = Node(node.op, (), {}, node.shape, node.dtype, buffer=node.buffer)
+        fresh.device = node.device
     storage.requires_grad = bool(flag)
     storage.set(fresh)
 

@@ -10,14 +10,20 @@ from lazygraph.array import Array, check_device, record
 from lazygraph.shape import _arr
 
 
+def _on(x: Array, device: str) -> Array:
+    """Place a freshly recorded leaf (nothing has read it yet) on `device`."""
+    x._storage.node.device = device
+    return x
+
+
 def full(
     shape: Any, fill_value: Any, dtype: Any = None, device: str | None = None, requires_grad: bool = False
 ) -> Array:
-    """An array of `shape` filled with `fill_value`."""
-    check_device(device)
+    """An array of `shape` filled with `fill_value`, on `device` (default: the default device)."""
+    dev = check_device(device)
     if isinstance(fill_value, Array):
         raise TypeError("full: fill_value must be a Python or NumPy scalar, not a lazy Array")
-    out = record("full", shape=shape, fill_value=fill_value, dtype=dtype)
+    out = _on(record("full", shape=shape, fill_value=fill_value, dtype=dtype), dev)
     if requires_grad:
         out.requires_grad = True
     return out
@@ -39,9 +45,9 @@ def empty(shape: Any, dtype: Any = None, device: str | None = None) -> Array:
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None, device: str | None = None) -> Array:
-    """Like full, with x's shape and (by default) dtype."""
+    """Like full, with x's shape and (by default) dtype and device."""
     x = _arr(x)
-    return full(x.shape, fill_value, x.dtype if dtype is None else dtype, device)
+    return full(x.shape, fill_value, x.dtype if dtype is None else dtype, device or x.device)
 
 
 def zeros_like(x: Any, dtype: Any = None, device: str | None = None) -> Array:
@@ -63,23 +69,23 @@ def arange(
     start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str | None = None
 ) -> Array:
     """Evenly spaced values in [start, stop)."""
-    check_device(device)
+    dev = check_device(device)
     if stop is None:
         start, stop = 0, start
-    return record("arange", start=start, stop=stop, step=step, dtype=dtype)
+    return _on(record("arange", start=start, stop=stop, step=step, dtype=dtype), dev)
 
 
 def linspace(
     start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None, device: str | None = None
 ) -> Array:
     """`num` evenly spaced samples from start to stop."""
-    check_device(device)
-    return record("linspace", start=start, stop=stop, num=num, endpoint=endpoint, dtype=dtype)
+    dev = check_device(device)
+    return _on(record("linspace", start=start, stop=stop, num=num, endpoint=endpoint, dtype=dtype), dev)
 
 
 def eye(
     n_rows: int, n_cols: int | None = None, k: int = 0, dtype: Any = None, device: str | None = None
 ) -> Array:
     """Ones on the k-th diagonal."""
-    check_device(device)
-    return record("eye", n=n_rows, m=n_cols, k=k, dtype=dtype)
+    dev = check_device(device)
+    return _on(record("eye", n=n_rows, m=n_cols, k=k, dtype=dtype), dev)

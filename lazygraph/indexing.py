@@ -32,8 +32,13 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
 
     `lazy` is the lazy array class, passed by array.py so that this module sits below it.
     """
-    items = key if isinstance(key, tuple) else (key,)
+    items = key if type(key) is tuple else (key,)
     shape = arr.shape
+    if len(items) <= len(shape):
+        view = _plain(arr, items, shape)
+        if view is not None:
+            return view, None, []
+    items = key if isinstance(key, tuple) else (key,)
     consumed = 0
     ellipses = 0
     for it in items:
@@ -120,6 +125,30 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
         if not empty:
             raise errors[0]
     return None, tuple(template), operands
+
+
+def _plain(arr: Array, items: tuple, shape: tuple[int, ...]) -> View | None:
+    """The view of the common keys (Python ints in range, slices of Python ints), else None.
+
+    Anything else, errors included, takes the general path, which says what is wrong.
+    """
+    basic: list[Any] = []
+    for it, n in zip(items, shape):
+        t = type(it)
+        if t is int:
+            if not -n <= it < n:
+                return None
+            basic.append(it % n)
+        elif t is slice:
+            for part in (it.start, it.stop, it.step):
+                if part is not None and type(part) is not int:
+                    return None
+            if it.step == 0:
+                return None
+            basic.append(it)
+        else:
+            return None
+    return slice_view(arr.view_of(), tuple(basic))
 
 
 def _slice_ints(s: slice, op: str) -> slice:

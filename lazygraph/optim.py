@@ -32,15 +32,23 @@ from lazygraph.gradmode import enable_grad, no_grad
 from lazygraph.shape import copy
 
 
-def _leaf(value: float, dtype: np.dtype) -> Array:
-    """A 0-d array leaf in the parameter's dtype (its value may differ from step to step)."""
-    return from_node(constant(np.asarray(value, dtype=dtype)))
+def _leaf(value: float, dtype: np.dtype, device: Any) -> Array:
+    """A 0-d array leaf in the parameter's dtype, on its device (its value may differ from step to step)."""
+    return from_node(constant(np.asarray(value, dtype=dtype), device=device))
 
 
 def _zeros_state(p: Array) -> Array:
     """Fresh optimizer state: a zero buffer leaf, so the first step records the same graph
     structure as every later one (whose state is an evaluated buffer)."""
-    return from_node(constant(np.zeros(p.shape, dtype=p.dtype)))
+    return from_node(constant(np.zeros(p.shape, dtype=p.dtype), device=p.device))
+
+
+def _follow(p: Array, state: dict[str, Any]) -> None:
+    """Move a parameter's state to the parameter's device (after `module.to(device)`)."""
+    d = p._storage.node.device
+    for k, v in state.items():
+        if isinstance(v, Array) and v._storage.node.device is not d:
+            state[k] = v.to(d)
 
 
 class Optimizer:
@@ -110,7 +118,9 @@ class Optimizer:
                 for group in self.param_groups:
                     for p in group["params"]:
                         if p.grad is not None:
-                            self._update(p, p.grad, self.state.setdefault(id(p), {}), group)
+                            state = self.state.setdefault(id(p), {})
+                            _follow(p, state)
+                            self._update(p, p.grad, state, group)
             self._materialize()
         except BaseException:
             # a failed step (a bad label, an interrupt) is no step: parameters, state arrays and
@@ -201,7 +211,7 @@ class SGD(Optimizer):
                 buf *= mu
                 buf += d * (1.0 - group["dampening"]) if group["dampening"] else d
             d = d + buf * mu if group["nesterov"] else buf
-        p -= _leaf(group["lr"], p.dtype) * d
+        p -= _leaf(group["lr"], p.dtype, p.device) * d
 
 
 class Adam(Optimizer):
@@ -247,7 +257,7 @@ class Adam(Optimizer):
         t = state["step"]
         if wd:
             if self.decoupled:
-                p *= _leaf(1.0 - lr * wd, p.dtype)
+                p *= _leaf(1.0 - lr * wd, p.dtype, p.device)
             else:
                 g = g + p * wd
         m, v = state["exp_avg"], state["exp_avg_sq"]
@@ -259,8 +269,8 @@ class Adam(Optimizer):
             vmax = state["max_exp_avg_sq"]
             vmax[...] = api.maximum(vmax, v)
             v = vmax
-        step_size = _leaf(lr / (1.0 - b1**t), p.dtype)
-        inv_bc2 = _leaf(1.0 / math.sqrt(1.0 - b2**t), p.dtype)
+        step_size = _leaf(lr / (1.0 - b1**t), p.dtype, p.device)
+        inv_bc2 = _leaf(1.0 / math.sqrt(1.0 - b2**t), p.dtype, p.device)
         p -= step_size * m / (api.sqrt(v) * inv_bc2 + group["eps"])
 
 

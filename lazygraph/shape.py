@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from lazygraph.array import Array, as_node, check_device, constant, from_node, record
+from lazygraph.array import Array, as_node, constant, from_node, record
 from ops.base import check_size, fmt_shape, normalize_axes, normalize_axis
 from ops.movement import resolve_shape
 from ops.views import broadcast_view, flip_view, permute_view, reshape_view, slice_view
@@ -29,16 +29,16 @@ def asarray(
         out = asarray(x, dtype, device, copy=True)
         out.requires_grad = True
         return out
-    check_device(device)
     if isinstance(x, Array):
+        if device is not None:
+            x = x.to(device)  # a transfer where it lives elsewhere
         if dtype is not None and np.dtype(dtype) != x.dtype:
             return x.astype(dtype)
         return from_node(x.node) if copy else x
     if isinstance(x, (list, tuple)) and any(isinstance(e, Array) for e in x):
-        return (
-            stack([asarray(e) for e in x]) if dtype is None else stack([asarray(e) for e in x]).astype(dtype)
-        )
-    return from_node(constant(x, dtype))
+        xs = [asarray(e, device=device) for e in x]
+        return stack(xs) if dtype is None else stack(xs).astype(dtype)
+    return from_node(constant(x, dtype, device))
 
 
 def array(

@@ -7,6 +7,9 @@ from typing import Any
 
 import numpy as np
 
+#: the host's device name (the one object every host node shares, so placement compares identities)
+HOST = "cpu"
+
 
 class Node:
     """An immutable operator application; `buffer` memoizes its value once evaluated.
@@ -28,6 +31,9 @@ class Node:
         "requires_grad",
         "grad_leaf",
         "static",
+        "device",
+        "kid",
+        "h",
         "__weakref__",
     )
 
@@ -55,6 +61,18 @@ class Node:
         # Model state (a parameter, a module buffer, an array marked with lg.mark_static): held
         # across evaluations and rarely written, so the fold pass memoizes what depends on it.
         self.static = False
+        # Structural key parts, computed once per node (cache/key.py): `kid` is the operation's
+        # interned local token (a held buffer's: a tuple with its layout's, -2 once evaluated),
+        # `h` a hint hash of the structure behind the node (None: not yet known).
+        self.kid: int | None = None
+        self.h: int | None = None
+        # Where the value lives (lazygraph/device.py): an operator's result is placed with its
+        # first input (the recording front end checks the others and places leaves); None is a
+        # neutral operand (a Python scalar or NumPy value converted on the fly) that joins any.
+        try:
+            self.device: str | None = inputs[0].device if inputs else HOST
+        except AttributeError:  # a decomposition over the optimizer's nodes: placement is P's
+            self.device = HOST
 
     @property
     def ndim(self) -> int:

@@ -153,8 +153,13 @@ FIELDS: dict[str, Field] = {
     "jit": Field("LAZYGRAPH_JIT", _switch(True), "compile fused regions and window kernels (0 turns it off)"),
     "jit_min_size": Field(
         "LAZYGRAPH_JIT_MIN_SIZE",
-        _num(65536, minimum=0, integer=True),
-        "arrays below this many elements run on NumPy instead of compiled code",
+        _num(1, minimum=0, integer=True),
+        "fused regions whose arrays are all below this many elements run op by op on NumPy (default 1: compiled at any size; 65536 at least when launches go through ctypes)",
+    ),
+    "device": Field(
+        "LAZYGRAPH_DEVICE",
+        _choice("cpu", ("cpu", "cuda-emulated", "cuda")),
+        "where arrays are created when no device is given (cpu, cuda-emulated, cuda)",
     ),
     "fast_math": Field(
         "LAZYGRAPH_FAST_MATH", _switch(False, strict=True), "allow contractions that change NumPy's bits"
@@ -179,6 +184,16 @@ FIELDS: dict[str, Field] = {
         "LAZYGRAPH_SCHEDULE_BUDGET",
         _num(0.2, minimum=0, accepted="seconds >= 0"),
         "seconds the order search may take on one miss",
+    ),
+    "optimize_budget_ms": Field(
+        "LAZYGRAPH_OPTIMIZE_BUDGET_MS",
+        _num(1.0, minimum=0, accepted="milliseconds >= 0 (0: no time box)"),
+        "time box of a new structure's passes and order search before its first run (then finished in the background)",
+    ),
+    "jit_background": Field(
+        "LAZYGRAPH_JIT_BACKGROUND",
+        _switch(True, strict=True),
+        "compile kernels and finish time-boxed optimization on a background thread (0: on the critical path)",
     ),
     "superopt": Field("LAZYGRAPH_SUPEROPT", _off_if_zero, "run the superoptimizer's search"),
     "superopt_seconds": Field("LAZYGRAPH_SUPEROPT_SECONDS", _num(0.5, minimum=0), "search time per graph"),

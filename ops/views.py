@@ -7,6 +7,7 @@ a view of a view is still one view of the base buffer, as in NumPy.
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -24,7 +25,7 @@ class View(NamedTuple):
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return prod(self.shape)
 
 
 def c_strides(shape: Shape) -> tuple[int, ...]:
@@ -38,8 +39,17 @@ def c_strides(shape: Shape) -> tuple[int, ...]:
 
 
 def contiguous(shape: Shape) -> View:
-    """The view that covers a whole base of this shape."""
-    return View(tuple(shape), c_strides(shape), 0)
+    """The view that covers a whole base of this shape (asked for on every index of a base)."""
+    v = _WHOLE.get(shape) if type(shape) is tuple else None
+    if v is None:
+        v = View(tuple(int(d) for d in shape), c_strides(shape), 0)
+        if len(_WHOLE) >= _MAX_RECIPES:
+            _WHOLE.clear()
+        _WHOLE[v.shape] = v
+    return v
+
+
+_WHOLE: dict[tuple, View] = {}
 
 
 def is_identity(view: View, base_shape: Shape) -> bool:
@@ -137,24 +147,100 @@ def reshape_view(view: View, shape: Shape) -> View | None:
 
 
 def materialize(base: np.ndarray, view: View, writeable: bool = False) -> np.ndarray:
-    """The NumPy array a view denotes over a C-contiguous base buffer."""
-    axes = _permutation(view, np.shape(base))
-    if axes is not None and not writeable:
+    """The NumPy array a view denotes over a base buffer (read-only unless `writeable`).
+
+    Runs on every view step of every evaluation, so the way to build each (view, base shape)
+    is worked out once (`_recipe`): a basic index (`base[1:-1, ::2]`, a few hundred ns, valid
+    over any layout of the base since views address its logical C order), a whole-base
+    transpose, or explicit strides over a C-contiguous copy for the rest (broadcasts, reshapes).
+    """
+    if type(base) is not np.ndarray:
+        base = np.asarray(base)
+    key = (view, base.shape)
+    how = _RECIPES.get(key)
+    if how is None:
+        how = _recipe(view, base.shape)
+        if len(_RECIPES) >= _MAX_RECIPES:
+            _RECIPES.clear()
+        _RECIPES[key] = how
+    kind, arg = how
+    if kind == "i":
+        out = base[arg]
+    elif kind == "p" and not writeable:
         # A whole-base transpose (a gradient's view of a transposed weight) needs no copy
         # of a base that is itself a non-contiguous view.
-        out = np.asarray(base).transpose(axes)
-        out.flags.writeable = False  # like as_strided below: values are never written through views
-        return out
-    flat = np.ascontiguousarray(base).reshape(-1)
-    if view.size == 0:
-        return np.empty(view.shape, dtype=flat.dtype)
-    item = flat.itemsize
-    return np.lib.stride_tricks.as_strided(
-        flat[view.offset :],
-        shape=view.shape,
-        strides=tuple(s * item for s in view.strides),
-        writeable=writeable,
-    )
+        out = base.transpose(arg)
+    elif view.size == 0:
+        return np.empty(view.shape, dtype=base.dtype)
+    else:
+        flat = base if base.flags.c_contiguous else np.ascontiguousarray(base)
+        item = flat.itemsize
+        out = np.ndarray(view.shape, flat.dtype, flat, view.offset * item, tuple(s * item for s in view.strides))
+    if not writeable:
+        out.setflags(write=False)  # values are never written through a read view (cheaper than .flags)
+    return out
+
+
+#: (view, base shape) -> how `materialize` builds it: ("i", basic index) | ("p", axes) | ("s", None)
+_RECIPES: dict[tuple, tuple] = {}
+_MAX_RECIPES = 8192
+
+
+def _recipe(view: View, base_shape: Shape) -> tuple:
+    """How to build a view of a base of this shape (see `materialize`)."""
+    items = basic_index(view, base_shape)
+    if items is not None:
+        return ("i", items)
+    axes = _permutation(view, base_shape)
+    if axes is not None:
+        return ("p", axes)
+    return ("s", None)
+
+
+def basic_index(view: View, base_shape: Shape) -> tuple | None:
+    """The NumPy basic index (ints, slices, None) giving `view` of a base, or None when there is none.
+
+    Broadcasts (zero strides), reshapes across dimensions and permutations have none. The
+    answer is checked by replaying it through `slice_view`: same shape, offset and strides
+    (but on unit dimensions, whose strides address nothing).
+    """
+    if 0 in view.shape or 0 in base_shape:
+        return None
+    cs = c_strides(base_shape)
+    starts, rem = [], view.offset
+    for d, c in zip(base_shape, cs):
+        q, rem = divmod(rem, c)
+        if q >= d:
+            return None
+        starts.append(q)
+    if rem:
+        return None
+    items: list[Any] = []
+    e = 0  # next base dimension
+    for n, s in zip(view.shape, view.strides):
+        if n == 1:
+            items.append(None)
+            continue
+        while e < len(base_shape):
+            c, st = cs[e], starts[e]
+            step = s // c if s % c == 0 else 0
+            if step and 0 <= st + step * (n - 1) < base_shape[e]:
+                break
+            items.append(st)
+            e += 1
+        else:
+            return None
+        stop = st + step * n
+        items.append(slice(st, stop if stop >= 0 else None, step))
+        e += 1
+    items.extend(starts[e:])
+    if all(type(it) is int for it in items):
+        items.append(Ellipsis)  # a 0-d array, not a NumPy scalar
+    got = slice_view(contiguous(base_shape), tuple(it for it in items if it is not Ellipsis))
+    same = got.shape == view.shape and got.offset == view.offset
+    if not same or any(n != 1 and a != b for n, a, b in zip(view.shape, got.strides, view.strides)):
+        return None
+    return tuple(items)
 
 
 def _permutation(view: View, base_shape: Shape) -> tuple[int, ...] | None:

@@ -180,20 +180,26 @@ def library(g: Graph) -> bool:
 
 
 def build_library(recipe: Recipe, artifacts: dict) -> Callable:
-    """The producer as a CPU backend library call (GEMM: into `out=` if given), then its epilogue in place."""
+    """The producer as a library call of the graph's device (GEMM: into `out=` if given), then its epilogue in place.
+
+    The device is the backend the evaluation runs with (jit/backend: `active`): the CPU's, or a
+    device's, whose operands are copied in and value out where its memory is not the host's.
+    """
     d = recipe.data
     producer = str(d["producer"])
-    cpu = backend.get("cpu")
-    call = cpu.library(producer)
+    be = backend.active()
+    call = be.library(producer)
     if call is None:
         raise KeyError(f"library: no library call for {producer!r}")
     n_in, bias, relu = int(d["n_in"]), bool(d["bias"]), bool(d["relu"])
+    if not backend.host_memory(be):
+        return _copying(be, producer, call, n_in, bias, relu)
 
     def run(*inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
         if producer == "matmul":
             # out: a planned buffer (the engine's layout; never shares memory with an input):
             # the GEMM writes into it and the epilogue runs there in place
-            v = cpu.gemm(*inputs[:n_in], out=out)
+            v = be.gemm(*inputs[:n_in], out=out)
         elif out is not None:
             raise TypeError(f"library: {producer} steps allocate their output")
         else:
@@ -202,6 +208,21 @@ def build_library(recipe: Recipe, artifacts: dict) -> Callable:
             isinstance(x, np.ndarray) and np.may_share_memory(v, x) for x in inputs
         ):
             v = v.copy()  # never write into memory an input (another value) may share
-        return cpu.epilogue(v, inputs[n_in] if bias else None, relu)
+        return be.epilogue(v, inputs[n_in] if bias else None, relu)
+
+    return run
+
+
+def _copying(be: Any, producer: str, call: Callable, n_in: int, bias: bool, relu: bool) -> Callable:
+    """`build_library`'s step for a device whose memory is not the host's: copies in and out."""
+
+    def run(*inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+        dev = [be.to_device(x) for x in inputs]
+        v = be.gemm(*dev[:n_in]) if producer == "matmul" else call(*dev[:n_in], exact=True, **attrs)
+        v = be.to_host(be.epilogue(v, dev[n_in] if bias else None, relu))
+        if out is None:
+            return v
+        np.copyto(out, v)
+        return out
 
     return run

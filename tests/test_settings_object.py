@@ -15,7 +15,7 @@ def test_update_override_and_reload():
     assert SETTINGS.jit is True
     with lg.settings.override(jit=False, jit_min_size=10):
         assert SETTINGS.jit is False and SETTINGS.jit_min_size == 10
-    assert SETTINGS.jit is True and SETTINGS.jit_min_size == 65536
+    assert SETTINGS.jit is True and SETTINGS.jit_min_size == 1
     old = lg.settings.update(schedule_budget=0.5)
     try:
         assert SETTINGS.schedule_budget == 0.5
@@ -31,14 +31,14 @@ def test_api_values_are_validated_like_the_environment():
         lg.settings.update(fast_math="maybe")
     with pytest.raises(AttributeError, match="no setting 'jitt'"):
         lg.settings.update(jitt=True)
-    assert SETTINGS.jit_min_size == 65536  # a rejected update changes nothing
+    assert SETTINGS.jit_min_size == 1  # a rejected update changes nothing
 
 
 def test_environment_is_read_once_until_reload(monkeypatch):
-    assert SETTINGS.jit_min_size == 65536
+    assert SETTINGS.jit_min_size == 1
     os.environ["LAZYGRAPH_JIT_MIN_SIZE"] = "12"  # behind the settings' back: not seen yet
     try:
-        assert SETTINGS.jit_min_size == 65536
+        assert SETTINGS.jit_min_size == 1
         SETTINGS.reload()
         assert SETTINGS.jit_min_size == 12
     finally:

@@ -3,17 +3,39 @@
 Each backend is built on first use, once per process (modules import lazily, so naming the
 CUDA backend costs nothing on a machine without CuPy). A further backend registers a factory
 with `register`.
+
+`running(name)` names the backend an evaluation runs with, for the thread evaluating: the
+engine enters it around an evaluation on a device, and the steps built meanwhile (fused regions,
+window and library steps) bind `active()`. `host_memory(b)` says whether a backend's buffers are
+NumPy arrays in host memory (the CPU and the emulated CUDA device), or must be copied.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
 
 from jit.runtime import Backend, Binary, Program, ScalarSlots
 
-__all__ = ["Backend", "Binary", "Program", "ScalarSlots", "available", "get", "register"]
+__all__ = [
+    "Backend",
+    "Binary",
+    "Program",
+    "ScalarSlots",
+    "active",
+    "active_name",
+    "available",
+    "get",
+    "host_memory",
+    "library_call",
+    "register",
+    "running",
+]
 
 #: name -> "module:Class" (imported on first use) or a factory
 _FACTORIES: dict[str, str | Callable[[], Backend]] = {
@@ -53,3 +75,57 @@ def get(name: str = "cpu") -> Backend:
 def available() -> list[str]:
     """Names of the backends that can compile and run kernels here."""
     return [name for name in list(_FACTORIES) if get(name).available()]
+
+
+class _Active(threading.local):
+    """Per thread: the backend its evaluation runs with."""
+
+    def __init__(self) -> None:
+        self.name = "cpu"  # set per thread: a missing attribute would be a slow lookup
+
+
+_active = _Active()
+
+
+def active_name() -> str:
+    """The name of the backend this thread's evaluation runs with ("cpu" outside `running`)."""
+    return _active.name
+
+
+def active() -> Backend:
+    """The backend this thread's evaluation runs with: what the steps built now launch on."""
+    return get(active_name())
+
+
+@contextmanager
+def running(name: str) -> Iterator[Backend]:
+    """Run this thread's evaluation (and build its steps) with backend `name` inside the block."""
+    b = get(name)
+    old = active_name()
+    _active.name = name
+    try:
+        yield b
+    finally:
+        _active.name = old
+
+
+def host_memory(b: Backend) -> bool:
+    """True when `b`'s buffers are NumPy arrays in host memory (no copy to reach its kernels)."""
+    return getattr(b, "host_memory", True)
+
+
+def library_call(b: Backend, op: str, args: tuple, out: Any, attrs: dict) -> Any:
+    """Operator `op`'s library call on `b` for host values (its inexact, fast form), into `out`.
+
+    Where `b`'s memory is not the host's, the operands are copied to it and the value back.
+    """
+    call = b.library(op)
+    if call is None:
+        raise ValueError(f"the {b.name} backend has no library call for {op!r}")
+    if host_memory(b):
+        return call(*args, out=out, exact=False, **attrs)
+    v = b.to_host(call(*[None if a is None else b.to_device(a) for a in args], exact=False, **attrs))
+    if out is None:
+        return v
+    np.copyto(out, v)
+    return out

@@ -66,6 +66,8 @@ class CudaBackend(Backend):
 
     name = "cuda"
     language = "cuda"
+    #: buffers are CuPy arrays: the engine's host values are copied in and out (jit/backend)
+    host_memory = False
 
     def __init__(self) -> None:
         self._functions: dict[tuple[str, str], Any] = {}

@@ -64,6 +64,8 @@ RELEASED: weakref.WeakSet = weakref.WeakSet()
 def realize(node: Node, buffer: np.ndarray) -> None:
     """Turn a node into a leaf holding its value; its recorded meaning is unchanged."""
     node.buffer = buffer
+    node.h = None  # its hint is now a leaf's (cache/key.py hint_of)
+    node.kid = -2  # and no operation's local id: templates place it only in leaf slots
     if node.requires_grad and not node.grad_leaf:
         return  # a later backward() still needs the operation and its inputs
     if node.inputs and node.dtype.kind == "f":

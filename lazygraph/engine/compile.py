@@ -11,11 +11,18 @@ node's recipe names a constructor, looked up in the table `constructors` builds 
 the packages that make such nodes (the optimizer's library, memo and superoptimizer steps,
 the lowering passes' region and window steps). `load` is `build` for a graph read from disk:
 it first checks what the stored recipes rely on against the key (region_check.py).
+
+A miss may be time-boxed (`TimeBox`, LAZYGRAPH_OPTIMIZE_BUDGET_MS): passes are started only
+while the box has time left, the order search gets what is left, and passes whose single run
+may outlast any box (`DEFERRED`) are not started at all. Every pass is optional (Q = P is a
+correct program), so the result is correct; when something was left out the program's
+artifacts say so (`partial`) and engine/tiered.py finishes the job off the critical path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import optimizer
@@ -23,6 +30,7 @@ from cache.graph import Graph
 from cache.key import Walk
 from cache.recipe import Recipe, RecipeError
 from cache.tgraph import TransformationGraph
+from jit import background
 from lazygraph import debug
 from lazygraph.engine import lower_fusion, lower_window, memory, region_check
 from lazygraph.engine.program import FunctionKernel, Kernel, OpKernel, Program
@@ -72,11 +80,65 @@ def passes(lowering: dict[str, Pass]) -> list[Pass]:
     return optimizer.ordered(lowering.values())
 
 
+#: passes a time-boxed miss never starts. One run of the superoptimizer may outlast any box (it
+#: loads its rule library once, then searches for up to LAZYGRAPH_SUPEROPT_SECONDS). Fusion
+#: would buy nothing yet: a new region's kernel compiles in the background and its first
+#: launches run op by op on NumPy (jit/background.py), which the unfused steps do anyway.
+DEFERRED = frozenset({"superopt", "jit_fusion"})
+
+
+class TimeBox:
+    """A time-boxed miss: passes are offered while time is left; what was left out is listed."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.start = time.perf_counter()
+        self.skipped: list[str] = []
+
+    def left(self) -> float:
+        """Seconds left in the box (negative when overrun)."""
+        return self.seconds - (time.perf_counter() - self.start)
+
+    def offer(self, passes: list[Pass], g: Graph) -> Iterator[Pass]:
+        """The passes to run, each decided just before it would start."""
+        for p in passes:
+            if p.name == "jit_window" and not background.toolchain_probed():
+                # its condition probes the C compiler (a few hundred ms, once): on the worker
+                background.probe_toolchain()
+                self.skipped.append(p.name)
+            elif p.name in DEFERRED or self.left() <= 0:
+                if p.condition(g):  # conditions are cheap: only what would run is missing
+                    self.skipped.append(p.name)
+            else:
+                yield p
+
+    def record(self, tg: TransformationGraph) -> None:
+        """Mark the transformation partial when anything was left out (see `partial`)."""
+        if self.skipped:
+            tg.artifacts["time_box"] = {"ms": round(self.seconds * 1e3, 3), "skipped": list(self.skipped)}
+
+
+def partial(program: Program) -> bool:
+    """Whether a time-boxed miss left passes or the order search out of this program."""
+    return "time_box" in program.tgraph.artifacts
+
+
 def transform(
-    w: Walk, keep: set[int], opt: bool, lowering: dict[str, Pass], verbose: int = 0, report: bool = True
+    w: Walk,
+    keep: set[int],
+    opt: bool,
+    lowering: dict[str, Pass],
+    verbose: int = 0,
+    report: bool = True,
+    box: TimeBox | None = None,
+    graph: Graph | None = None,
 ) -> tuple[Graph, TransformationGraph]:
-    """P -> Q (counted in the pass report), and Q's transformation graph."""
-    g = Graph(w, frozenset(keep))
+    """P -> Q (counted in the pass report), and Q's transformation graph.
+
+    `graph` is Q made from `w` beforehand: P's operation nodes become leaves once evaluated
+    (attempt.realize), so work done after the run (tiered.py) starts from a Q taken before it.
+    """
+    g = graph if graph is not None else Graph(w, frozenset(keep))
     if opt:
 
         def trace(name: str, fired: bool, seconds: float, n: int) -> None:
@@ -86,7 +148,8 @@ def transform(
                 what = "fired" if fired else "no change"
                 debug.log(f"  pass {name}: {what} in {seconds * 1e6:.0f} us ({n} nodes)", at=2)
 
-        optimizer.optimize(g, trace, passes(lowering))
+        todo = passes(lowering)
+        optimizer.optimize(g, trace, todo if box is None else box.offer(todo, g))  # type: ignore[arg-type]
         if report:
             REPORT.finish(g)
     return g, g.finalize()
@@ -127,16 +190,32 @@ def compile_graph(
     table: dict[str, Constructor],
     verbose: int = 0,
     report: bool = True,
+    box: float | None = None,
+    graph: Graph | None = None,
 ) -> tuple[Graph, Program]:
     """P -> passes and lowering -> program -> order: everything a miss makes, once, in order.
 
     The chosen order is part of the transformation (stored with the entry, replayed on hits);
     the program is complete before it is returned, so it can be published to other threads.
+    `box` (seconds) time-boxes the passes and the order search (the module docstring);
+    `graph` is Q taken from `w` beforehand (`transform`).
     """
-    g, tg = transform(w, keep, opt, lowering, verbose, report)
+    tbox = TimeBox(box) if box is not None else None
+    g, tg = transform(w, keep, opt, lowering, verbose, report, tbox, graph)
     program = build(tg, w.tokens, table)
-    if sched:
+    if sched and tbox is None:
         memory.schedule(program, w.nodes, keep_slots(program, keep))
+    elif sched and len(program.steps) >= memory.MIN_STEPS and tbox is not None:
+        full = memory.budget()
+        left = max(0.0, min(full, tbox.left()))
+        if left <= 0 < full:
+            tbox.skipped.append("order_search")
+        else:
+            info = memory.schedule(program, w.nodes, keep_slots(program, keep), left)
+            if left < full and not info.get("optimal", True):
+                tbox.skipped.append("order_search")
+    if tbox is not None:
+        tbox.record(program.tgraph)
     return g, program
 
 

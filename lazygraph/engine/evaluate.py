@@ -4,7 +4,8 @@ Each evaluation walks the graph behind the requested roots once (`cache.key.walk
 numbers the nodes and builds the structural key. A key seen before (in this process, or on
 disk from an earlier one) gives its program at once: no pass runs, the program binds the new
 graph's leaves and runs its steps. A new key is compiled (compile.py: passes, lowering,
-program, order) and stored. `LAZYGRAPH_CACHE=0` turns the cache off (every evaluation
+program, order) and stored; a miss is time-boxed, and a structure that comes back gets its
+full optimization in the background (tiered.py). `LAZYGRAPH_CACHE=0` turns the cache off (every evaluation
 compiles), `=memory` keeps it in this process only; `LAZYGRAPH_OPTIMIZE=0` runs no passes.
 A failed evaluation changes nothing (attempt.py, lazygraph/txn.py).
 """
@@ -21,15 +22,16 @@ import numpy as np
 from cache.explain import explain_miss, memory_lines
 from cache.key import Walk, walk
 from cache.store import Entry, key_json
+from jit import backend
 from lazygraph import debug, txn
 from lazygraph.engine import compile as compiler
-from lazygraph.engine import memory
+from lazygraph.engine import memory, tiered
 from lazygraph.engine.attempt import Attempt, memoized, realize_kept
 from lazygraph.engine.meter import Meter
 from lazygraph.engine.program import Program
 from lazygraph.engine.state import ENGINE, Engine
 from lazygraph.engine.threads import RECORDING
-from ops.node import Node
+from ops.node import HOST, Node
 from ops.settings import SETTINGS
 from optimizer.rewrite.report import REPORT
 
@@ -42,16 +44,24 @@ def schedule(roots: Sequence[Node]) -> list[Node]:
     return [w.nodes[s] for s in w.interior]
 
 
-def _memory_key(w: Walk, opt: bool, sched: bool) -> tuple:
-    """The in-process key, marked when the optimizer or planner is off."""
+def _memory_key(w: Walk, opt: bool, sched: bool, dev: str = HOST) -> tuple:
+    """The in-process key, marked when the optimizer or planner is off, or the device not the host."""
     key = w.key if opt else (*w.key, -2)
-    return key if sched else (*key, -3)
+    key = key if sched else (*key, -3)
+    return key if dev is HOST else (*key, f"device:{dev}")
 
 
-def _structural(w: Walk, opt: bool, sched: bool) -> tuple:
+def _structural(w: Walk, opt: bool, sched: bool, dev: str = HOST) -> tuple:
     """The process-independent key (tokens, roots), marked like `_memory_key`."""
     skey = w.structural_key if opt else (*w.structural_key, "noopt")
-    return skey if sched else (*skey, "nosched")
+    skey = skey if sched else (*skey, "nosched")
+    return skey if dev is HOST else (*skey, f"device:{dev}")
+
+
+def device_of(roots: Sequence[Node]) -> str:
+    """The device a graph runs on: its roots' (recording keeps each graph on one device)."""
+    d = roots[0].device if roots else HOST
+    return HOST if d is None else d
 
 
 def _miss(
@@ -63,10 +73,11 @@ def _miss(
     opt: bool,
     verbose: int,
     keep: set[int],
+    dev: str = HOST,
 ) -> tuple[Program, Entry, str]:
     """No variant applies in memory: read the disk, else compile and store."""
     sched = SETTINGS.schedule
-    skey = entry.skey if entry is not None else _structural(w, opt, sched)
+    skey = entry.skey if entry is not None else _structural(w, opt, sched, dev)
     text = entry.json if entry is not None else key_json(skey)
     stats, table = engine.stats, engine.constructors
     store = engine.disk_store() if mode != "memory" else None
@@ -85,7 +96,9 @@ def _miss(
     if SETTINGS.explain_misses:
         debug.log(f"cache miss: {explain_miss(skey, engine.memory.entries())}", at=0)
     t = time.perf_counter()
-    _, program = compiler.compile_graph(w, keep, opt, sched, engine.lowering, table, verbose)
+    # time-boxed: the full optimization follows in the background (the host's programs only)
+    box = tiered.box(mode) if dev is HOST else None
+    _, program = compiler.compile_graph(w, keep, opt, sched, engine.lowering, table, verbose, box=box)
     fresh = entry is None
     if fresh:
         entry = Entry(key, skey, text)
@@ -95,12 +108,8 @@ def _miss(
     with stats.lock:
         entry.misses += 1
         entry.optimize_seconds += time.perf_counter() - t
-    if store is not None:
-        tg = program.tgraph
-        meta = {"optimize_seconds": entry.optimize_seconds, "p_nodes": len(skey[0]), "q_nodes": len(tg.nodes)}
-        store.save(entry, meta)
-        with stats.lock:
-            stats.disk_writes += 1
+    if store is not None and not compiler.partial(program):  # a partial one: when finished (tiered.py)
+        tiered.save(engine, entry, store)
     return program, entry, "miss"
 
 
@@ -111,9 +120,18 @@ def evaluate(roots: Sequence[Node], engine: Engine = ENGINE) -> None:
     every array keeps its value and the pending writes that depend on the failing operator
     are dropped (lazygraph/txn.py); the error names the line that recorded that operator.
     """
+    dev = device_of(roots)
+    if len(roots) > 1 and any((r.device or HOST) is not dev for r in roots):
+        for d in dict.fromkeys((r.device or HOST) for r in roots):  # one graph per device
+            evaluate([r for r in roots if (r.device or HOST) is d], engine)
+        return
     attempt = Attempt()
     try:
-        _evaluate(roots, attempt, engine)
+        if dev is not backend.active_name():
+            with backend.running(dev):  # the steps built for this graph launch on its device
+                _evaluate(roots, attempt, engine, dev)
+        else:
+            _evaluate(roots, attempt, engine, dev)
     except BaseException as e:
         attempt.fail(e)
         raise
@@ -123,7 +141,7 @@ def evaluate(roots: Sequence[Node], engine: Engine = ENGINE) -> None:
     txn.commit()
 
 
-def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine) -> None:
+def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str = HOST) -> None:
     """One evaluation; `attempt` records its progress for `Attempt.fail`."""
     t0 = time.perf_counter()
     pending = RECORDING.deferred
@@ -146,7 +164,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine) -> None:
     if verbose >= 3:
         debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
     mode, opt, sched = SETTINGS.cache, SETTINGS.optimize, SETTINGS.schedule
-    key = _memory_key(w, opt, sched)
+    key = _memory_key(w, opt, sched, dev)
     entry = None
     keep = None  # a miss needs it to compile; on a hit it is computed as part of the run (timed so)
     if mode == "0" or not w.cacheable:
@@ -161,12 +179,14 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine) -> None:
         outcome = "hit"
         if program is None:
             keep = memoized(w)
-            program, entry, outcome = _miss(engine, w, key, entry, mode, opt, verbose, keep)
+            program, entry, outcome = _miss(engine, w, key, entry, mode, opt, verbose, keep, dev)
     attempt.program = program
     REPORT.evaluated(program.tgraph.artifacts, outcome)  # what `lg.cache.passes()["last"]` shows
     t2 = time.perf_counter()
     if keep is None:
         keep = memoized(w)
+        if compiler.partial(program):  # a time-boxed structure came back: finish it (tiered.py)
+            tiered.finish_later(engine, entry, program, w, keep, opt, sched, mode)
     keepq = compiler.keep_slots(program, keep)
     fkeep = frozenset(keepq)
     layout = program.layouts.get(fkeep)
@@ -233,7 +253,7 @@ def explain_lines(roots: Sequence[Node], engine: Engine = ENGINE) -> list[str]:
     if not w.interior:
         return ["Q = nothing to run (every output is already evaluated)"]
     opt, sched = SETTINGS.optimize, SETTINGS.schedule
-    entry = engine.memory.get(_memory_key(w, opt, sched)) if w.cacheable else None
+    entry = engine.memory.get(_memory_key(w, opt, sched, device_of(roots))) if w.cacheable else None
     program = entry.select(w.nodes) if entry is not None else None
     cached = program is not None
     keep = memoized(w)

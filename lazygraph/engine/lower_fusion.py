@@ -14,9 +14,11 @@ stored entry and a fresh one run the very same kernel object (jit.compile_region
 structure) without searching or compiling again. The description is checked against the key
 when read from disk (region_check.py).
 
-Whether a region runs compiled is decided per launch, from sizes: arrays smaller than
-LAZYGRAPH_JIT_MIN_SIZE elements (default 65536) run op by op on NumPy, which is faster there
-than a kernel launch and keeps the program free of size guards. LAZYGRAPH_JIT=0 turns the pass
+Whether a region runs compiled is decided per launch, from sizes (kept per argument signature
+by the kernel, so the program holds no size guards): on the CPU, arrays smaller than
+LAZYGRAPH_JIT_MIN_SIZE elements (default 1: compiled at any size, a launch costing about a
+microsecond; at least 65536 where launches go through ctypes) run op by op on NumPy. On a device (docs/devices.md)
+every region launches the device's kernel, and single operators are regions too. LAZYGRAPH_JIT=0 turns the pass
 off, and makes existing region steps run on NumPy. A region writes its first value into the
 planner's buffer through `out=` (memory.py); the launch allocates its further values.
 """
@@ -32,7 +34,8 @@ import numpy as np
 
 from cache.graph import Graph, QNode
 from cache.recipe import Recipe, RecipeError
-from jit import fusion, kernel
+from jit import backend, fusion, kernel
+from jit.backend import Backend
 from jit.domain import NotFusable
 from lazygraph.engine.program import Kernel
 from ops.base import REGISTRY, is_weak_scalar
@@ -130,8 +133,11 @@ def _composite(op: Any) -> bool:
 
 
 def _worth_it(region: kernel.Region) -> bool:
-    """A single elementwise op or plain reduction is already one NumPy pass."""
-    return len(region.nodes) > 1 or _composite(region.nodes[0].op)
+    """A single elementwise op or plain reduction is already one NumPy pass (on the host).
+
+    On a device every region is a kernel: that is where the device computes.
+    """
+    return len(region.nodes) > 1 or _composite(region.nodes[0].op) or backend.active_name() != "cpu"
 
 
 def _condition(g: Graph) -> bool:
@@ -201,19 +207,39 @@ PASS = Pass("jit_fusion", PRIORITY, jit_fusion, _condition)
 
 
 class RegionKernel(Kernel):
-    """A fused region's step: all its outputs from one launch (compiled, or op by op on NumPy)."""
+    """A fused region's step: all its outputs from one launch (compiled, or op by op on NumPy).
 
-    __slots__ = ("fused", "n_out")
+    `device` is the backend of the graph's device (None: the CPU's). On the CPU small arrays
+    run on NumPy; on a device every launch is the device's kernel (so the emulated CUDA device
+    runs the CUDA kernels at any size), with values copied in and out where its memory is not
+    the host's.
+    """
 
-    def __init__(self, fused: kernel.FusedKernel) -> None:
+    __slots__ = ("fused", "n_out", "device")
+
+    def __init__(self, fused: kernel.FusedKernel, device: Backend | None = None) -> None:
         self.fused = fused
         self.n_out = len(fused.out_slots)
+        self.device = device
 
     def run(self, *args: Any, out: np.ndarray | None = None, **attrs: Any) -> Any:
         """The outputs (a tuple when there are several); `out` takes the first."""
         k = self.fused
-        small = max((np.size(a) for a in args), default=0) < SETTINGS.jit_min_size
-        outs = k.fallback(args, out) if small or not SETTINGS.jit else k(*args, out=out)
+        be = self.device
+        if be is None:
+            # the kernel applies the size rule per argument signature (jit/kernel.py)
+            outs = (
+                k(*args, out=out, min_size=SETTINGS.jit_min_size) if SETTINGS.jit else k.fallback(args, out)
+            )
+        elif not SETTINGS.jit:
+            outs = k.fallback(args, out)
+        elif backend.host_memory(be):
+            outs = k(*args, out=out, backend=be)
+        else:
+            outs = [be.to_host(o) for o in k(*args, backend=be)]
+            if out is not None:
+                np.copyto(out, outs[0])
+                outs[0] = out
         return tuple(outs) if self.n_out > 1 else outs[0]
 
     def writer(self, attrs: dict | None, dtype: np.dtype) -> Any:
@@ -251,7 +277,8 @@ class RegionKernels:
         data = recipe.data
         if not isinstance(data, dict) or not isinstance(data.get("region"), str):
             raise RecipeError("JIT region recipe without a region")
-        return RegionKernel(self.fused(data["region"], artifacts))
+        be = backend.active()  # the device of the graph being built (jit/backend: `running`)
+        return RegionKernel(self.fused(data["region"], artifacts), None if be.name == "cpu" else be)
 
     def clear(self) -> None:
         """Forget the kernels (the next build rebuilds them from descriptions)."""

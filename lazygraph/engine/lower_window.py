@@ -24,7 +24,8 @@ import numpy as np
 
 from cache.graph import Graph, QNode
 from cache.recipe import Recipe, RecipeError
-from jit import conv, window
+from jit import backend, conv, window
+from jit.backend import Backend
 from lazygraph.engine.program import Kernel
 from ops.base import REGISTRY
 from ops.settings import SETTINGS
@@ -97,16 +98,26 @@ PASS = Pass("jit_window", PRIORITY, jit_window, _condition)
 
 
 class WindowKernel(Kernel):
-    """A window operator's step: its compiled kernel where it applies, else the NumPy kernel."""
+    """A window operator's step: its compiled kernel where it applies, else the NumPy kernel.
 
-    __slots__ = ("compiled", "reference")
+    On a device (`device`: its backend; None on the CPU) the step is the backend's library call,
+    at every size, with values copied in and out where its memory is not the host's.
+    """
 
-    def __init__(self, compiled: Callable, reference: Callable) -> None:
+    __slots__ = ("compiled", "reference", "device", "op_name")
+
+    def __init__(
+        self, compiled: Callable, reference: Callable, device: Backend | None = None, op: str = ""
+    ) -> None:
         self.compiled = compiled
         self.reference = reference
+        self.device = device
+        self.op_name = op  # not `op`: the planner reads a kernel's `op` as an operator
 
     def run(self, *args: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
         """The operator's value (into `out` when given)."""
+        if self.device is not None:
+            return backend.library_call(self.device, self.op_name, args, out, attrs)
         if SETTINGS.jit and window.available() and max(np.size(a) for a in args) >= SETTINGS.jit_min_size:
             v = self.compiled(*args, out=out, **attrs)
             if v is not None:
@@ -128,4 +139,5 @@ def build_window(recipe: Recipe, artifacts: dict) -> WindowKernel:
     compiled = KERNELS.get(name)
     if compiled is None or name not in REGISTRY:
         raise RecipeError(f"no compiled window kernel for {name!r}")
-    return WindowKernel(compiled, REGISTRY[name].kernel)
+    be = backend.active()  # the device of the graph being built (jit/backend: `running`)
+    return WindowKernel(compiled, REGISTRY[name].kernel, None if be.name == "cpu" else be, name)

@@ -117,8 +117,12 @@ def _values_of(program: Program, steps: list[int]) -> list[int]:
     return [fv[i] + j for i in steps for j in range(len(program.steps[i].outs))]
 
 
-def schedule(program: Program, nodes: list[Node], keepq: set[int]) -> dict:
-    """Choose the program's order of least predicted peak and reorder it (once per structure)."""
+def schedule(program: Program, nodes: list[Node], keepq: set[int], seconds: float | None = None) -> dict:
+    """Choose the program's order of least predicted peak and reorder it (once per structure).
+
+    `seconds` bounds the search (default: the `schedule_budget` setting); a time-boxed miss
+    passes what is left of its box (compile.py).
+    """
     n = len(program.steps)
     sizes, aliases = static_model(program, nodes)
     dag = _dag(program, sizes, aliases, keepq)
@@ -126,7 +130,7 @@ def schedule(program: Program, nodes: list[Node], keepq: set[int]) -> dict:
     info: dict = {"recorded_peak": recorded_peak, "peak": recorded_peak, "method": "recorded", "seconds": 0.0}
     if n < MIN_STEPS:
         return info
-    res = best_order(dag, budget())
+    res = best_order(dag, budget() if seconds is None else seconds)
     steps = _steps_of(program, res.order)
     peak = peak_memory(dag, _values_of(program, steps))
     info.update(seconds=round(res.seconds, 6), optimal=res.optimal, lower_bound=res.lower_bound)

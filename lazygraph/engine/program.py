@@ -389,15 +389,23 @@ def _mismatch(nodes: list[Node], step: Step, v: Any, shape: tuple, dtype: np.dty
 def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np.ndarray | None:
     """`assign` writing into its dying base when nothing else holds the base (else None: copy)."""
     base = vals[ins[0]]
-    # held by `vals`, `base` and getrefcount's argument only: no view, memo or user shares it
     if (
         type(base) is not np.ndarray
-        or getrefcount(base) != 3
         or base.base is not None
         or base.dtype != dtype
         or not base.flags.writeable
         or not base.flags.c_contiguous
     ):
+        return None
+    if getrefcount(base) == 4:
+        value = vals[ins[1]]
+        if type(value) is np.ndarray and value.base is base and getrefcount(value) == 3:
+            # the value is a view of the base that only `vals` holds (`u[:, 0] = u[:, 1]`): a
+            # copy of it takes its place, so this write and later readers still see old values
+            vals[ins[1]] = value = value.copy()
+        del value
+    # held by `vals`, `base` and getrefcount's argument only: no view, memo or user shares it
+    if getrefcount(base) != 3:
         return None
     idx = tuple(vals[k] for k in ins[2:])
     return write_through(base, vals[ins[1]], idx, attrs.get("view"), attrs.get("index"))

@@ -23,8 +23,9 @@ from ops.base import fmt_shape
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-def _arr(x: Any) -> Array:
-    return x if isinstance(x, Array) else asarray(x)
+def _arr(x: Any, device: Any = None) -> Array:
+    """An Array as it is; other data (NumPy targets, index lists) on `device` (the input's)."""
+    return x if isinstance(x, Array) else asarray(x, device=device)
 
 
 # -- activations ----------------------------------------------------------------------------
@@ -127,7 +128,7 @@ def dropout(x: Any, p: float = 0.5, training: bool = True, generator: Generator 
 
 def embedding(indices: Any, weight: Array, padding_idx: int | None = None) -> Array:
     """Rows of `weight` picked by integer indices (shape indices.shape + (dim,))."""
-    idx = _arr(indices)
+    idx = _arr(indices, weight.device)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {idx.dtype}")
     out = weight[idx]
@@ -241,7 +242,7 @@ def _reduce(loss: Array, reduction: str, who: str) -> Array:
 
 def _class_targets(x: Array, target: Any, who: str) -> Array:
     """Integer class targets checked against input (N, C, ...): shape (N, ...)."""
-    t = _arr(target)
+    t = _arr(target, x.device)
     expect = x.shape[:1] + x.shape[2:]
     if t.dtype.kind not in "iu":
         raise TypeError(f"{who}: class targets must be integers, got {t.dtype} (input {fmt_shape(x.shape)})")
@@ -290,7 +291,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, reduction: str = "mean
     if reduction not in _REDUCTIONS:
         raise ValueError(f"nll_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     if x.ndim == 1:
-        out = _weighted_nll(x[None], _arr(target).reshape(1), weight, reduction, 0.0, "nll_loss")
+        out = _weighted_nll(x[None], _arr(target, x.device).reshape(1), weight, reduction, 0.0, "nll_loss")
         return out.reshape(()) if reduction == "none" else out
     if x.ndim < 2:
         raise ValueError(f"nll_loss: input must be (N, C, ...), got shape {fmt_shape(x.shape)}")
@@ -320,11 +321,11 @@ def cross_entropy(
     squeeze = x.ndim == 1
     if squeeze:
         x = x[None]
-        t = _arr(target)
+        t = _arr(target, x.device)
         target = t.reshape((1,) + t.shape) if t.dtype.kind == "f" else t.reshape(1)
     if x.ndim < 2:
         raise ValueError(f"{who}: input must be (N, C, ...) logits, got shape {fmt_shape(x.shape)}")
-    t = _arr(target)
+    t = _arr(target, x.device)
     if weight is None:
         # One numerically stable operator whose gradient is softmax * sum(q) - q.
         c = x.shape[1]
@@ -358,7 +359,8 @@ def cross_entropy(
 
 def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Array:  # noqa: A002
     """Mean squared error (shapes must match; no silent broadcasting)."""
-    x, t = _arr(input), _arr(target)
+    x = _arr(input)
+    t = _arr(target, x.device)
     if x.shape != t.shape:
         raise ValueError(
             f"mse_loss: input {fmt_shape(x.shape)} and target {fmt_shape(t.shape)} differ in shape"
@@ -369,7 +371,8 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Array:  # noqa
 
 def l1_loss(input: Any, target: Any, reduction: str = "mean") -> Array:  # noqa: A002
     """Mean absolute error (shapes must match)."""
-    x, t = _arr(input), _arr(target)
+    x = _arr(input)
+    t = _arr(target, x.device)
     if x.shape != t.shape:
         raise ValueError(
             f"l1_loss: input {fmt_shape(x.shape)} and target {fmt_shape(t.shape)} differ in shape"

@@ -242,7 +242,24 @@ class Module:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad = zeros(p.shape, dtype=p.dtype)
+                p.grad = zeros(p.shape, dtype=p.dtype, device=p.device)
+
+    def to(self, device: Any) -> Module:
+        """Move every parameter (with its `.grad`) and buffer to `device` in place; returns the module.
+
+        The parameter objects stay the same, so an optimizer made before the move keeps working
+        (its state follows each parameter at the next step).
+        """
+        from lazygraph.device import canonical
+        from lazygraph.transfer import move_
+
+        dev = canonical(device)
+        with no_grad():
+            for p in self.parameters():
+                move_(p, dev)
+            for _, b in self.named_buffers():
+                move_(b, dev)
+        return self
 
     # -- calling ------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ class _PerThread(threading.local):
     def __init__(self) -> None:
         self.current: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {"passes": [], "rules": {}}
+        self.hit: tuple[dict, str] | None = None  # a cached run's (artifacts, outcome), described when asked
 
 
 class PassReport:
@@ -47,10 +48,24 @@ class PassReport:
     @property
     def last(self) -> dict[str, Any]:
         """What this thread's last evaluation ran (see the module docstring)."""
-        return self._local.last
+        local = self._local
+        if local.hit is not None:
+            artifacts, outcome = local.hit
+            local.hit = None
+            rec = artifacts.get("pass_report")
+            if not isinstance(rec, dict):  # made before reports were filed, or by another version
+                rec = {"passes": [], "rules": {}}
+            local.last = {
+                "passes": [dict(row) for row in rec.get("passes", [])],
+                "rules": dict(rec.get("rules", {})),
+                "cached": True,
+                "outcome": outcome,
+            }
+        return local.last
 
     @last.setter
     def last(self, value: dict[str, Any]) -> None:
+        self._local.hit = None
         self._local.last = value
 
     def record_pass(self, name: str, fired: bool, seconds: float, nodes: int) -> None:
@@ -73,6 +88,7 @@ class PassReport:
             self.optimizations += 1
         local = self._local
         current, local.current = local.current, []
+        local.hit = None
         local.last = {"passes": current, "rules": rules, "cached": False}
         g.artifacts["pass_report"] = {"passes": current, "rules": rules}
 
@@ -81,15 +97,7 @@ class PassReport:
         if outcome in ("miss", "off"):
             self.last["outcome"] = outcome  # finish() has just described this optimization
             return
-        rec = artifacts.get("pass_report")
-        if not isinstance(rec, dict):  # made before reports were filed, or by another version
-            rec = {"passes": [], "rules": {}}
-        self.last = {
-            "passes": [dict(row) for row in rec.get("passes", [])],
-            "rules": dict(rec.get("rules", {})),
-            "cached": True,
-            "outcome": outcome,
-        }
+        self._local.hit = (artifacts, outcome)  # described when `last` is read: a hit copies nothing
 
     def summary(self) -> dict[str, Any]:
         """Totals and this thread's last optimization, JSON-ready."""

@@ -364,6 +364,10 @@ import hashlib, os, warnings, numpy as np, lazygraph as lg
 from tests.reliability.test_numeric import jit_eval, special_array
 warnings.simplefilter("ignore")
 np.seterr(all="ignore")
+from jit import launch
+from ops.settings import SETTINGS
+launch.prepare()  # the launcher decides the threshold in force (ctypes: at least CTYPES_MIN_SIZE)
+threshold = SETTINGS.jit_min_size if launch.FAST else max(SETTINGS.jit_min_size, launch.CTYPES_MIN_SIZE)
 h = hashlib.sha256()
 bad = []
 for dtype in ("float32", "float64"):
@@ -375,10 +379,12 @@ for dtype in ("float32", "float64"):
         for n in (1, 63, 64, 65, 200, 4097, 65_535, 65_536, 65_537):  # JIT threshold 65536
             if jit_eval(lambda F, a: f(a * 0.5), x[:n]).tobytes() != full[:n].tobytes():
                 bad.append((op, dtype, "length", n))
-            # the default threshold: NumPy below it (NumPy's bits), the kernel above it
+            # the default threshold: NumPy below it (NumPy's bits), the kernel from it on
+            f(lg.asarray(x[:n]) * 0.5).numpy()  # a first call may run on NumPy while its kernel compiles
+            lg.jit_wait()
             got = f(lg.asarray(x[:n]) * 0.5).numpy()
             with lg.settings.override(jit=False):
-                want = full[:n] if n >= 65_536 else f(lg.asarray(x[:n]) * 0.5).numpy()
+                want = full[:n] if n >= threshold else f(lg.asarray(x[:n]) * 0.5).numpy()
             if got.tobytes() != want.tobytes():
                 bad.append((op, dtype, "threshold", n))
         if jit_eval(lambda F, a: f(a * 0.5), x[1:]).tobytes() != full[1:].tobytes():

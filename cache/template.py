@@ -1,0 +1,214 @@
+"""Templates: numberings of graphs seen before, found by their roots' hints and verified exactly.
+
+An evaluation of a structure seen before does not walk its graph: the roots' hints (hashed
+as the graph was recorded, cache/nodekey.py) name a few templates, each the numbering an
+earlier full walk produced (its key, and per slot the local id and the input slots or the
+alias). `match` places the new graph's nodes into that numbering from the roots down, one
+step per node, and then compares, in bulk, everything the key encodes: every operation's
+local id and inputs (by identity, so shared nodes are shared in the same way), every
+leaf's local id and memory aliasing, and that no node fills two slots. A match therefore
+means the full walk would have produced this very key; a hint collision or a stale hint
+only costs a failed match and the full walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import chain
+from operator import attrgetter, itemgetter
+from typing import Any
+
+from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts
+from ops.node import Node
+
+_KID = attrgetter("kid")
+_INPUTS = attrgetter("inputs")
+_BUFFER = attrgetter("buffer")
+_STATIC = attrgetter("static")
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_SCALAR_TYPES = {i: t for t, i in _SCALAR_IDS.items()}
+
+
+def _getter(slots: list[int]) -> Callable[[list], tuple]:
+    """The nodes at `slots`, as a tuple, in one C call."""
+    if len(slots) >= 2:
+        return itemgetter(*slots)
+    if slots:
+        (s,) = slots
+        return lambda nodes: (nodes[s],)
+    return lambda nodes: ()
+
+
+class Template:
+    """A numbered graph seen before: what the full walk returned, minus the nodes."""
+
+    __slots__ = (
+        "key",
+        "roots",
+        "ids",
+        "edges",
+        "interior",
+        "n",
+        "fetch",
+        "inner",
+        "inner_ids",
+        "arity",
+        "inputs",
+        "scalars",
+        "scalar_types",
+        "buffers",
+        "buffer_slots",
+        "buffer_ids",
+        "alias",
+        "tuples",
+        "few",
+    )
+
+    def __init__(
+        self, key: tuple, roots: tuple, ids: list[int], edges: list[Any], interior: list[int]
+    ) -> None:
+        self.key, self.roots, self.ids, self.edges, self.interior = key, roots, ids, edges, interior
+        n = self.n = len(ids)
+        # per non-root slot, where the first node to reach it (the highest consumer) holds it
+        first: dict[int, tuple[int, int]] = {}
+        for s in reversed(interior):
+            for p, j in enumerate(edges[s]):
+                first.setdefault(j, (s, p))
+        self.fetch = [(j, *first[j]) for j in range(n - 1, -1, -1) if j in first and j not in roots]
+        self.inner = _getter(interior)
+        self.inner_ids = [ids[s] for s in interior]
+        self.arity = [len(edges[s]) for s in interior]
+        self.inputs = _getter([j for s in interior for j in edges[s]])
+        inner = set(interior)
+        scalars = [s for s in range(n) if s not in inner and edges[s] is None]
+        buffers = [s for s in range(n) if s not in inner and edges[s] is not None]
+        self.scalars = _getter(scalars)
+        self.scalar_types = [_SCALAR_TYPES[ids[s]] for s in scalars]
+        self.buffers = _getter(buffers)
+        self.buffer_slots = buffers[::-1]  # reversed: the lowest slot of an owner is its alias
+        self.buffer_ids = [ids[s] for s in buffers]
+        alias = [edges[s] for s in buffers]
+        self.alias = None if alias == buffers else alias
+        self.tuples = [tuple] * len(buffers)
+        self.few = [(s, ids[s], edges[s]) for s in buffers] if len(buffers) <= 3 else None
+        if len(KEY_HASHES) >= 4 * _MAX:
+            KEY_HASHES.clear()
+        KEY_HASHES[id(key)] = (key, hash(key))
+
+
+def match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
+    """The graph's nodes by slot when it has exactly the template's numbered structure, else None."""
+    if len(roots) != len(t.roots):
+        return None
+    nodes: list[Any] = [None] * t.n
+    for r, s in zip(roots, t.roots):
+        d = nodes[s]
+        if d is None:
+            nodes[s] = r
+        elif d is not r:
+            return None
+    try:
+        for j, s, p in t.fetch:
+            nodes[j] = nodes[s].inputs[p]
+    except IndexError:  # an evaluated node has no inputs: not this structure
+        return None
+    inner = t.inner(nodes)
+    kids = list(map(_KID, inner))
+    if kids != t.inner_ids:
+        # a node recorded without its id gets it now; an evaluated one has none (-2, a tuple)
+        for x, node in enumerate(inner):
+            if kids[x] is None and node.buffer is None:
+                kids[x] = kid_of(node)
+        if kids != t.inner_ids:
+            return None
+    ins = list(map(_INPUTS, inner))
+    if tuple(chain.from_iterable(ins)) != t.inputs(nodes) or list(map(len, ins)) != t.arity:
+        return None
+    if t.scalar_types and list(map(type, map(_BUFFER, t.scalars(nodes)))) != t.scalar_types:
+        return None
+    if t.few:  # up to 3 buffers: one by one costs less than the bulk comparisons
+        first: dict[int, int] = {}
+        for s, k, e in t.few:
+            node = nodes[s]
+            c = node.kid
+            if type(c) is not tuple or c[0] != node.static:
+                buf = node.buffer
+                if buf is None or type(buf) in _SCALAR_IDS:
+                    return None
+                c = leaf_parts(node, buf)
+            if c[1] != k or first.setdefault(c[2], s) != e:
+                return None
+    elif t.buffer_ids:
+        held = t.buffers(nodes)
+        parts = list(map(_KID, held))
+        if list(map(type, parts)) != t.tuples or list(map(_FIRST, parts)) != list(map(_STATIC, held)):
+            for x, node in enumerate(held):  # first seen, evaluated since, or marked static since
+                c = parts[x]
+                if type(c) is not tuple or c[0] != node.static:
+                    buf = node.buffer
+                    if buf is None or type(buf) in _SCALAR_IDS:
+                        return None
+                    parts[x] = leaf_parts(node, buf)
+        if list(map(_SECOND, parts)) != t.buffer_ids:
+            return None
+        owners = list(map(_THIRD, parts))
+        if t.alias is None:  # no two buffers share memory
+            if len(set(owners)) != len(owners):
+                return None
+        else:
+            lowest = dict(zip(reversed(owners), t.buffer_slots))
+            if list(map(lowest.__getitem__, owners)) != t.alias:
+                return None
+    if len(set(nodes)) != t.n:
+        return None
+    return nodes
+
+
+#: roots' hint -> templates (most recent first); bounded, cleared when large
+_templates: dict[int, list[Template]] = {}
+_PER_HINT = 4
+_MAX = 4096
+#: id of a template's key -> (the key, its hash): tuples do not keep their hash (cache/key.py
+#: key_hash); the key is held, so the id stays its own
+KEY_HASHES: dict[int, tuple[tuple, int]] = {}
+
+
+def roots_hint(roots: Sequence[Node]) -> int | None:
+    """The combined hint of the roots (None when one is too deep to hint now)."""
+    try:
+        return hash(tuple([r.h if r.h is not None else hint_of(r) for r in roots]))
+    except RecursionError:  # a long chain recorded without hints: the full walk hints it
+        return None
+
+
+def find(roots: Sequence[Node]) -> tuple[int | None, Template | None, list[Node] | None]:
+    """(roots' hint, the template this graph matches and its nodes by slot), or Nones."""
+    h = roots_hint(roots)
+    if h is not None:
+        found = _templates.get(h)
+        if found is not None:
+            for t in found:
+                nodes = match(t, roots)
+                if nodes is not None:
+                    if found[0] is not t:
+                        _templates[h] = [t, *[x for x in found if x is not t]]
+                    return h, t, nodes
+    return h, None, None
+
+
+def remember(h: int, key: tuple, roots: tuple, ids: list[int], edges: list[Any], interior: list[int]) -> None:
+    """Offer a full walk's numbering to later evaluations whose roots have the hint `h`."""
+    t = Template(key, roots, ids, edges, interior)
+    found = _templates.get(h)
+    if found is None:
+        if len(_templates) >= _MAX:
+            _templates.clear()
+        _templates[h] = [t]
+    else:
+        _templates[h] = [t, *[x for x in found if x.key != key][: _PER_HINT - 1]]
+
+
+def clear() -> None:
+    """Forget every template (tests; a template is never wrong, only unused)."""
+    _templates.clear()
+    KEY_HASHES.clear()
