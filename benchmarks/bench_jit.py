@@ -1,6 +1,6 @@
 """Fused JIT kernels on the CPU against NumPy, PyTorch, JAX and MLX, plus Dali's Table 1.
 
-    python3 benchmarks/bench_jit.py            # 4096 x 4096 float32 (about a minute)
+    python3 benchmarks/bench_jit.py            # 4096 x 4096 float32 (a few minutes: MLX on the CPU is slow)
     python3 benchmarks/bench_jit.py --quick    # 1024 x 1024, fewer repeats (seconds)
 
 (a) Table 1: the A* search over loop parallelism for Softmax, LayerNorm, Add and Strided Add

@@ -18,7 +18,7 @@ from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts
+from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts, rehint
 from ops.node import Node
 
 _KID = attrgetter("kid")
@@ -167,7 +167,7 @@ def match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
 #: roots' hint -> templates (most recent first); bounded, cleared when large
 _templates: dict[int, list[Template]] = {}
 _PER_HINT = 4
-_MAX = 4096
+_MAX = 512
 #: id of a template's key -> (the key, its hash): tuples do not keep their hash (cache/key.py
 #: key_hash); the key is held, so the id stays its own
 KEY_HASHES: dict[int, tuple[tuple, int]] = {}
@@ -184,6 +184,9 @@ def roots_hint(roots: Sequence[Node]) -> int | None:
 def find(roots: Sequence[Node]) -> tuple[int | None, Template | None, list[Node] | None]:
     """(roots' hint, the template this graph matches and its nodes by slot), or Nones."""
     h = roots_hint(roots)
+    if h is not None and h not in _templates and _templates:
+        rehint(roots)  # hints from recording may predate evaluations of their inputs
+        h = roots_hint(roots)
     if h is not None:
         found = _templates.get(h)
         if found is not None:

@@ -62,6 +62,13 @@ def submit(key: Hashable, job: Callable[[], object]) -> bool:
     return True
 
 
+def threads() -> int:
+    """How many threads of this module run (0 or 1): they never realize a user's arrays, so an
+    evaluation need not claim its nodes against them (engine/threads.py)."""
+    w = _worker
+    return 1 if w is not None and w.is_alive() else 0
+
+
 def queued(key: Hashable) -> bool:
     """Whether a job is queued or running under `key`."""
     with _cond:

@@ -257,6 +257,10 @@ class ColumnRenderer(Renderer):
         ids = self.final_values()
         self._columns_open(self._reads(ids) | {v for v, _ in self.finals})
         for i in sorted(ids):
+            if i in self.stash:  # stored by a stage: read back
+                a = self.stash[i][0]
+                self.emit(f"const {self.ct(self.spec.values[i].dtype)} v{i} = a{a}[{self.index(a)}];")
+                continue
             line = self.value_line(i)
             if line:
                 self.emit(line)

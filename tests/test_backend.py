@@ -148,7 +148,8 @@ def test_a_further_backend_slots_in_and_runs_fused_kernels() -> None:
         k = FusedKernel(region)
         (got,) = k(*values, backend=be)
         assert be.allocated == 1 and any(key[0] == "cpu-counting" for key in k.variants)
-        np.testing.assert_array_equal(got, np.tanh(np.arange(6.0).reshape(2, 3)) - 0.5)
+        # compiled transcendentals are within a few units in the last place of NumPy's
+        np.testing.assert_array_max_ulp(got, np.tanh(np.arange(6.0).reshape(2, 3)) - 0.5, maxulp=2)
         with pytest.raises(ValueError, match=r"out= is None list, the output is \(2, 3\) float64"):
             k(*values, out=[1, 2], backend=be)
     finally:

@@ -269,7 +269,8 @@ def test_static_is_part_of_the_key_and_can_be_unmarked():
     an = np.arange(6.0).reshape(2, 3)
     plain, static = lg.asarray(an), marked(an)
     for a in (plain, static, plain):
-        np.testing.assert_array_equal((lg.exp(a) + 1.0).numpy(), np.exp(an) + 1.0)
+        # folded on NumPy or compiled: exp within a few units in the last place of NumPy's
+        np.testing.assert_array_max_ulp((lg.exp(a) + 1.0).numpy(), np.exp(an) + 1.0, maxulp=2)
     assert lg.cache.stats()["misses"] == 2  # two structures: a batch and model state
     a, b = (keymod.walk([(lg.exp(v) + 1.0).node]).tokens[0] for v in (plain, static))
     assert "static (model state) False here, True cached" in token_difference(0, a, b)
@@ -277,7 +278,7 @@ def test_static_is_part_of_the_key_and_can_be_unmarked():
     assert view.is_static
     static.static_(False)
     assert not static.is_static and not view.is_static and not plain.is_static
-    np.testing.assert_array_equal((lg.exp(static) + 1.0).numpy(), np.exp(an) + 1.0)
+    np.testing.assert_array_max_ulp((lg.exp(static) + 1.0).numpy(), np.exp(an) + 1.0, maxulp=2)
     assert lg.cache.stats()["hits"] == 2  # unmarked: the batch structure again
     with pytest.raises(TypeError, match="mark_static"):
         lg.mark_static(an)

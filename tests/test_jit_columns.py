@@ -125,3 +125,24 @@ def test_stage_stores_an_output_it_computes(shape: tuple[int, ...]) -> None:
     np.testing.assert_allclose(b, want.sum(axis=(0, 2, 3)), rtol=1e-5, atol=1e-5)
     (src,) = srcs
     assert "a0[" not in src[src.rindex("if (lg_sp) acc") :]  # no pass after the sum reads the inputs
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_batch_norm_with_saved_intermediates(axis: int) -> None:
+    """A stored stage value (the centred input) read back by the final stage's other outputs:
+    over the batch axis of a row-major array (columns) and over rows (the row structure)."""
+    x = rng_array((64, 300) if axis == 0 else (300, 64))
+    w, b = rng_array((300,), seed=3), rng_array((300,), seed=4)
+    w, b = (w, b) if axis == 0 else (w[:, None], b[:, None])
+
+    def fn(F, x, w, b):  # noqa: ANN001, ANN202
+        d = x - F.mean(x, axis=axis, keepdims=True)
+        v = F.mean(d * d, axis=axis, keepdims=True)
+        s = F.sqrt(v + 1e-5)
+        y = d / s
+        return d, v, s, y, y * w + b
+
+    got, srcs = built_sources(fn, x, w, b)
+    for g, e in zip(got, fn(np, x, w, b)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    assert any(columns(s) for s in srcs) == (axis == 0)

@@ -146,7 +146,10 @@ def test_softmax_vs_torch():
             run("softmax", x, axis=axis)[0], torch.softmax(t, axis).numpy(), equal_nan=True
         )
         np.testing.assert_allclose(
-            run("log_softmax", x, axis=axis)[0], torch.log_softmax(t, axis).numpy(), equal_nan=True
+            run("log_softmax", x, axis=axis)[0],
+            torch.log_softmax(t, axis).numpy(),
+            equal_nan=True,
+            atol=1e-13,  # x - logsumexp(x) cancels to ~1e-10 where one value dominates
         )
         np.testing.assert_allclose(
             run("logsumexp", x, axis=axis)[0], torch.logsumexp(t, axis).numpy(), equal_nan=True

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from ops.settings import SETTINGS
 from optimizer.superopt.apply import SGraph
 from optimizer.superopt.cost import CostModel, machine_tag
 
@@ -31,9 +32,12 @@ def test_a_fused_chain_costs_one_memory_pass() -> None:
     assert three == pytest.approx(one)
 
 
-def test_small_chains_run_op_by_op() -> None:
+def test_chains_below_the_jit_threshold_run_op_by_op() -> None:
     m = CostModel()
-    assert m.graph_cost(chain((8, 8), 3)) == pytest.approx(3 * m.graph_cost(chain((8, 8), 1)))
+    with SETTINGS.override(jit_min_size=65536):  # below it, the engine runs regions on NumPy
+        assert m.graph_cost(chain((8, 8), 3)) == pytest.approx(3 * m.graph_cost(chain((8, 8), 1)))
+    with SETTINGS.override(jit_min_size=1):  # compiled at any size: one launch for the chain
+        assert m.graph_cost(chain((8, 8), 3)) == pytest.approx(m.graph_cost(chain((8, 8), 1)))
 
 
 def conv_relu(bias: bool) -> tuple[SGraph, int]:

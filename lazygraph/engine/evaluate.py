@@ -23,6 +23,7 @@ from cache.explain import explain_miss, memory_lines
 from cache.key import Walk, walk
 from cache.store import Entry, key_json
 from jit import backend
+from jit import background as workers
 from lazygraph import debug, txn
 from lazygraph.engine import compile as compiler
 from lazygraph.engine import memory, tiered
@@ -152,7 +153,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
         roots = [*roots, *extra]
     w = attempt.walk = walk(roots)
     # other threads may be computing (and realizing) nodes of this graph: see threads.Claims
-    while w.interior and threading.active_count() > 1:
+    while w.interior and threading.active_count() > 1 + workers.threads():
         attempt.claimed = engine.claims.claim(w)
         if attempt.claimed is not None:
             break
