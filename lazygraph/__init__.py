@@ -81,9 +81,9 @@ from lazygraph import autograd as _autograd  # noqa: E402  (installs Array.backw
 from lazygraph import datasets, nn, optim, superopt  # noqa: E402
 from lazygraph import ufuncs as _ufuncs  # noqa: E402  (lazy ufunc methods: lg.add.at, lg.maximum.accumulate)
 from lazygraph.autograd import backward, grad  # noqa: E402, F401
+from lazygraph.engine.tiered import wait as jit_wait  # noqa: E402, F401  (background optimization and compiles done)
 from lazygraph.fallback import LazygraphFallbackWarning  # noqa: E402, F401
 from lazygraph.fallback import module_getattr as __getattr__  # noqa: E402, F401  (lg.<NumPy function we lack>: NumPy's, warned)
-from lazygraph.engine.tiered import wait as jit_wait  # noqa: E402, F401  (background optimization and compiles done)
 from lazygraph.gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402, F401
 from lazygraph.numlib_complex import *  # noqa: E402, F403  (real, imag, conj, angle, iscomplex, ...)
 from lazygraph.numlib_index import *  # noqa: E402, F403  (fill_diagonal, put, insert, delete, triu_indices, unravel_index)
