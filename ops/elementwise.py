@@ -102,7 +102,13 @@ _BINARY_DECLS: tuple[tuple, ...] = (
     ("fmod", np.fmod, {_F: "fmod({0}, {1})"}, 8, None),
     # NumPy's power takes a square root for an exponent of 0.5 (sqrt(-0) is -0, sqrt(-inf) nan,
     # where pow gives +0 and +inf); 2 and -1 it squares and inverts, which pow rounds alike
-    ("pow", np.power, {_F: "(({1}) == 0.5 ? sqrt({0}) : pow({0}, {1}))"}, 16, _fn("pow")),
+    (
+        "pow",
+        np.power,
+        {_F: "(({1}) == 2 ? ({0}) * ({0}) : ({1}) == 0.5 ? sqrt({0}) : pow({0}, {1}))"},
+        16,
+        _fn("pow"),
+    ),
     ("maximum", np.maximum, {"fiub": _NAN_MAX}, 1, _max),
     ("minimum", np.minimum, {"fiub": _NAN_MIN}, 1, _min),
     ("atan2", np.arctan2, {_F: "atan2({0}, {1})"}, 12, _fn("atan2")),

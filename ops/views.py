@@ -175,7 +175,9 @@ def materialize(base: np.ndarray, view: View, writeable: bool = False) -> np.nda
     else:
         flat = base if base.flags.c_contiguous else np.ascontiguousarray(base)
         item = flat.itemsize
-        out = np.ndarray(view.shape, flat.dtype, flat, view.offset * item, tuple(s * item for s in view.strides))
+        out = np.ndarray(
+            view.shape, flat.dtype, flat, view.offset * item, tuple(s * item for s in view.strides)
+        )
     if not writeable:
         out.setflags(write=False)  # values are never written through a read view (cheaper than .flags)
     return out

@@ -551,7 +551,9 @@ def test_unary_out(op, x, out_dt):
             getattr(lg, op)(lg.asarray(x), out=lo)
         return
     assert getattr(lg, op)(lg.asarray(x), out=lo) is lo
-    assert_matches(lo, expected)
+    # computed in x's precision (NumPy's loop), then cast: a narrow input's last place counts
+    narrow = {"float16": 1e-3, "float32": 1e-6, "complex64": 1e-6}.get(x.dtype.name)
+    assert_matches(lo, expected, rtol=narrow, atol=narrow)
 
 
 def test_out_writes_through_a_view():
