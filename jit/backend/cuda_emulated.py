@@ -21,9 +21,12 @@ it on the host.
     `__shfl_xor_sync` within warps, shared memory between `__syncthreads`) runs each block's
     threads as fibers (ucontext) on one host thread, scheduled in sweeps: a fiber runs to its
     next barrier or shuffle and yields. A barrier releases when every live thread of the
-    block waits at it; a shuffle publishes the lane's value, yields once, then reads its
-    partner's (double-buffered by the shuffle's parity, so a lane that is a shuffle ahead
-    never overwrites a value not yet read). A barrier some thread of the block never reaches,
+    block waits at it, and the sweeps after it run the threads in the opposite order to
+    those before it (a shared-memory read that a missing barrier leaves unordered then sees
+    the stale value in one order or the other; tests/test_cuda_bugs.py). A shuffle publishes
+    the lane's value, yields once, then reads its partner's (double-buffered by the
+    shuffle's parity, so a lane that is a shuffle ahead never overwrites a value not yet
+    read). A barrier some thread of the block never reaches,
     or a shuffle that a lane of its mask is not at (a divergent warp), is an error. A kernel without
     barriers or shuffles runs its threads as a plain loop over (block, thread).
 - Loader: the library is dlopened like a C kernel's (jit/c_program.py, store.load_library);
@@ -125,9 +128,11 @@ static void lg_emu_block_fibers(lg_emu_fiber *fs, char *stacks, unsigned int n) 
     f->state = 0;
     f->shfl = 0;
   }
+  bool rev = false;  // sweep direction, flipped at each barrier: a missing barrier's race shows
   for (;;) {
     bool ran = false;
-    for (unsigned int t = 0; t < n; t++) {
+    for (unsigned int u = 0; u < n; u++) {
+      const unsigned int t = rev ? n - 1 - u : u;
       if (fs[t].state != 0) continue;
       ran = true;
       threadIdx.x = t;
@@ -140,6 +145,7 @@ static void lg_emu_block_fibers(lg_emu_fiber *fs, char *stacks, unsigned int n) 
     if (waiting == 0) break;
     if (waiting != n) { lg_emu_fail("__syncthreads not reached by every thread of the block"); break; }
     for (unsigned int t = 0; t < n; t++) fs[t].state = 0;
+    rev = !rev;
   }
   lg_emu_cur = nullptr;
 }
