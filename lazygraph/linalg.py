@@ -220,9 +220,25 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> LstsqResult:
 
 
 @_export
-def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: float | None = None) -> Array:
+def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Array:
     """Moore-Penrose pseudo-inverse of each matrix."""
+    tol = rtol if rcond is None else rcond
+    if isinstance(tol, Array) or np.ndim(tol) > 0:
+        return _pinv_array_rtol(_arr(a), tol)
     return _rec("pinv", a, rcond=rcond, hermitian=hermitian, rtol=rtol)
+
+
+def _pinv_array_rtol(a: Array, tol: Any) -> Array:
+    # the Array API lets rtol be an array broadcast over the stack: composed from svd so the
+    # per-matrix cutoff stays lazy
+    if a.size == 0:
+        return _rec("pinv", a)
+    u, s, vh = svd(a, full_matrices=False)
+    cutoff = api.max(s, axis=-1, keepdims=True) * _arr(tol)[..., None]
+    large = s > cutoff
+    sinv = api.where(large, 1 / api.where(large, s, 1), 0)
+    vt, ut = _conj(matrix_transpose(vh)), _conj(matrix_transpose(u))
+    return api.matmul(vt * api.astype(sinv, vt.dtype)[..., None, :], ut)
 
 
 @_export

@@ -148,6 +148,8 @@ def tile(A: Any, reps: Any) -> Array:
 
 def repeat(a: Any, repeats: Any, axis: int | None = None) -> Array:
     """Repeat each element (int or static per-element counts), for upsampling and expanding rows."""
+    if isinstance(repeats, Array):  # the result's shape is the counts' sum: an evaluation point
+        repeats = repeats.numpy()
     reps = _static_ints("repeat", repeats, "repeats")
     a = _arr(a)
     if axis is None or a.ndim == 0:

@@ -1,5 +1,5 @@
 """NumPy's index functions, recorded lazily: writes (`fill_diagonal`, `put`, `put_along_axis`),
-static insertions and deletions (`insert`, `delete`), index creation (`triu_indices`, `indices`)
+static insertions, deletions and resizing (`insert`, `delete`, `resize`), index creation (`triu_indices`, `indices`)
 and index arithmetic (`unravel_index`, `ravel_multi_index`).
 
 Writes are recorded writes (`a[idx] = v` underneath), so views of the array see them as in
@@ -19,8 +19,8 @@ import numpy as np
 
 from lazygraph import api, fallback
 from lazygraph.array import Array
-from lazygraph.creation import arange
-from lazygraph.shape import _arr, asarray, broadcast_to, concat, moveaxis, ravel, stack
+from lazygraph.creation import arange, zeros
+from lazygraph.shape import _arr, asarray, broadcast_to, concat, moveaxis, ravel, reshape, stack
 from ops.base import fmt_shape, normalize_axis
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "put",
     "put_along_axis",
     "ravel_multi_index",
+    "resize",
     "tril_indices",
     "tril_indices_from",
     "triu_indices",
@@ -161,6 +162,24 @@ def _static_obj(obj: Any, op: str) -> Any:
             "result's shape; evaluate them first (obj.numpy()) or use where/put for lazy positions"
         )
     return obj
+
+
+def resize(a: Any, new_shape: Any) -> Array:
+    """NumPy's `resize` function: the flattened array repeated (or cut) to fill a static new shape."""
+    a = _arr(a)
+    shape = (
+        (int(new_shape),) if isinstance(new_shape, (int, np.integer)) else tuple(int(d) for d in new_shape)
+    )
+    if any(d < 0 for d in shape):
+        raise ValueError("all elements of `new_shape` must be non-negative")
+    size = int(np.prod(shape, dtype=np.int64))
+    if a.size == 0 or size == 0:  # nothing to repeat: zeros, as NumPy gives
+        return zeros(shape, dtype=a.dtype)
+    flat = ravel(a)
+    reps = -(-size // a.size)
+    if reps > 1:
+        flat = concat([flat] * reps)
+    return reshape(flat[:size], shape)
 
 
 def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Array:

@@ -12,6 +12,11 @@ Importing this module gives every binary elementwise function of the namespace (
 - `outer` is the function applied to broadcast reshapes of its operands.
 - `at` is a recorded write: the `ufunc_at` operator (unbuffered: repeated indices accumulate)
   gives the new value of the array, which is written back, so views see it as in NumPy.
+
+Unary functions (`lg.negative`, `lg.sin`) get NumPy's unary-ufunc behaviour: `reduce`,
+`accumulate`, `reduceat` and `outer` raise NumPy's error before evaluating anything; `at` with a
+basic index is a recorded write, with advanced indices (repeats apply the function repeatedly) it
+falls back to NumPy's.
 """
 
 from __future__ import annotations
@@ -187,21 +192,65 @@ def attach(fn: Any, ufunc: np.ufunc) -> None:
         setattr(fn, attr, getattr(ufunc, attr))
 
 
+def _unary_refused(name: str, method: str) -> Callable:
+    # NumPy's own error, raised before anything is evaluated (a fallback would evaluate first)
+    what = "outer product" if method == "outer" else method
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise ValueError(f"{what} only supported for binary functions")
+
+    return refused
+
+
+def _unary_at(fn: Callable, name: str) -> Callable:
+    uf = getattr(np, name)
+
+    def at(a: Any, indices: Any, b: Any = None, /) -> None:
+        if b is not None:
+            raise ValueError("second operand provided when ufunc is unary")
+        if isinstance(a, Array):
+            view, template, _ = parse_index(a, indices, f"{name}.at", Array)
+            if template is None:  # basic indexing touches each element once: a recorded write
+                region = a._derive(view)
+                region[...] = fn(region)
+                return None
+        # repeated advanced indices apply the function repeatedly: NumPy's, on evaluated operands
+        fallback.array_ufunc(uf, "at", (a, indices), {})
+        return None
+
+    return at
+
+
+def attach_unary(fn: Any, ufunc: np.ufunc) -> None:
+    """Give lazygraph's unary function `fn` NumPy's ufunc methods: `at`, and NumPy's errors for the rest."""
+    name = ufunc.__name__
+    for method in ("reduce", "accumulate", "reduceat", "outer"):
+        setattr(fn, method, _unary_refused(name, method))
+    fn.at = _unary_at(fn, name)
+    for method in fallback.UFUNC_METHODS:
+        m = getattr(fn, method)
+        m.__name__ = m.__qualname__ = f"{name}.{method}"
+        m.__doc__ = f"NumPy's {name}.{method} for a unary ufunc (lazygraph/ufuncs.py)."
+        m.lazy = True
+    for attr in ("nin", "nout", "nargs", "identity", "ntypes", "types", "signature"):
+        setattr(fn, attr, getattr(ufunc, attr))
+
+
 def install(*modules: Any) -> list[str]:
-    """Attach lazy ufunc methods to every binary ufunc-like function of `modules`; their names."""
+    """Attach lazy ufunc methods to every unary or binary ufunc-like function of `modules`; their names."""
     done = []
     for mod in modules:
         for name, fn in list(vars(mod).items()):
             uf = getattr(np, name, None)
             if (
                 isinstance(uf, np.ufunc)
-                and uf.nin == 2
+                and uf.nin in (1, 2)
                 and uf.nout == 1
                 and uf.signature is None
                 and callable(fn)
                 and getattr(fn, "__module__", "").startswith("lazygraph")
             ):
-                attach(fn, uf)
+                (attach if uf.nin == 2 else attach_unary)(fn, uf)
                 done.append(name)
     return done
 
