@@ -155,12 +155,16 @@ def record(op: str, *operands: Any, **attrs: Any) -> Array:
     else:
         if nodes:  # NumPy treats all-scalar operations as on default-dtype arrays.
             nodes = tuple([constant(n.buffer) for n in nodes])
+            for n in nodes:
+                n.device = None  # made from Python scalars: they join whatever device they meet
     shape, dtype, attrs = opdef.infer(nodes, attrs)
     if not 0 < prod(shape) <= FAST_SIZE:  # the common case without a call
         check_size(op, shape, dtype)
     node = Node(opdef, nodes, attrs, shape, dtype)
     d = node.device
-    if d is None or not nodes:
+    if nodes and all(n.device is None and n.op is BUFFER for n in nodes):
+        node.device = None  # a value of Python scalars only stays neutral (a gradient's `y - 1`)
+    elif d is None or not nodes:
         node.device = place(op, nodes)
     else:
         for n in nodes:
@@ -663,7 +667,9 @@ def record_binary(op: str, x: Any, y: Any) -> Array:
         if hy is None:
             hy = hint_of(ny)
     node.h = hash((kid, hx, hy))
-    if nx.device is not ny.device:  # a scalar or NumPy operand joins; two devices raise
+    if nx.op is SCALAR and ny.op is SCALAR:
+        node.device = None  # Python scalars only (a gradient's `y - 1`): joins any device
+    elif nx.device is not ny.device:  # a scalar or NumPy operand joins; two devices raise
         node.device = place(op, (nx, ny))
     if fc:  # gradmode.track
         if GRAD_STATE.enabled:
