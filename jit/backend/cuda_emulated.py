@@ -4,8 +4,12 @@ A backend for checking the CUDA kernels without a GPU: `language = "cuda"`, so F
 renders the very source the CUDA backend compiles (jit/render_cuda.py), and this backend runs
 it on the host.
 
-- Allocator and library calls: the CPU backend's (NumPy buffers; host memory is this
-  device's memory), inherited from `CpuBackend`.
+- Allocator and GEMM: the CPU backend's (NumPy buffers; host memory is this device's
+  memory), inherited from `CpuBackend`.
+- Window library calls (pooling and its gradients, convolution and its gradients): the CUDA
+  kernels of jit/window_cuda.py, emulated like every other kernel, with NumPy's GEMM where the
+  CUDA backend would call cuBLAS (jit/window_cuda_calls.py: the CUDA backend's cuDNN-less
+  path). Dtypes those kernels do not take, and LAZYGRAPH_JIT=0, use the CPU backend's calls.
 - Compiler: the rendered source is wrapped in a C++ prelude and compiled by the system C++
   compiler (`$CXX`, else the C compiler's C++ sibling: c++, g++, clang++) with the CPU
   backend's value-preserving flags (`-ffp-contract=off` unless fast math; never the fast-math
@@ -52,7 +56,9 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-from jit import c_program, compile_c, store
+import numpy as np
+
+from jit import c_program, compile_c, store, window_cuda_calls
 from jit.backend.cpu import CpuBackend
 from jit.compile_c import CompileError
 from jit.runtime import Binary, Program, ScalarSlots
@@ -292,10 +298,70 @@ class EmulatedProgram(Program):
 
 
 class CudaEmulatedBackend(CpuBackend):
-    """CUDA kernels run on the host (module docstring); memory and library calls are the CPU's."""
+    """CUDA kernels run on the host (module docstring); memory and GEMM are the CPU's."""
 
     name = "cuda-emulated"
     language = "cuda"
+    #: the emulator has no cuDNN by design: its convolutions are the im2col fallback, silently
+    expects_cudnn = False
+
+    # -- allocator helpers the device window calls use (jit/window_cuda_calls.py) -----------
+    def contiguous(self, x: Any) -> np.ndarray:
+        """np.ascontiguousarray."""
+        return np.ascontiguousarray(x)
+
+    def copyto(self, dst: np.ndarray, src: Any) -> None:
+        """np.copyto."""
+        np.copyto(dst, src)
+
+    def cudnn(self) -> None:
+        """No cuDNN on the emulated device."""
+        return None
+
+    def cudnn_missing_reason(self) -> str:
+        """Why there is no cuDNN (for the one-time warning)."""
+        return "the emulated device has none"
+
+    def cudnn_call(self, op: str, args: tuple, out: Any, attrs: dict) -> Any:
+        """Never reached: `cudnn()` is None here."""
+        raise RuntimeError(f"{self.name}: no cuDNN for {op}")
+
+    # -- library calls: the CUDA window kernels, emulated; the CPU's where none applies --------
+    def _device(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
+        """The CUDA kernels of jit/window_cuda.py for `op` (whatever `exact`: a CUDA device's
+        convolutions are not the reference's bits), else the CPU backend's call."""
+        v = window_cuda_calls.call(self, op, args, out, attrs) if SETTINGS.jit else None
+        if v is None:
+            return getattr(CpuBackend, op)(self, *args, out=out, exact=exact, **attrs)
+        return v
+
+    def conv2d(self, x: Any, w: Any, b: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """im2col + GEMM (NumPy) + layout kernels: the CUDA backend's fallback path, emulated."""
+        return self._device("conv2d", (x, w, b), out, exact, attrs)
+
+    def conv2d_grad_input(self, g: Any, w: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """GEMM + col2im kernel."""
+        return self._device("conv2d_grad_input", (g, w, x), out, exact, attrs)
+
+    def conv2d_grad_weight(self, g: Any, x: Any, w: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """im2col kernel + GEMM."""
+        return self._device("conv2d_grad_weight", (g, x, w), out, exact, attrs)
+
+    def max_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA max-pool kernel (the reference's values)."""
+        return self._device("max_pool2d", (x,), out, exact, attrs)
+
+    def max_pool2d_grad(self, g: Any, x: Any, y: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA argmax + gather kernels (the reference's values)."""
+        return self._device("max_pool2d_grad", (g, x, y), out, exact, attrs)
+
+    def avg_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA average-pool kernel."""
+        return self._device("avg_pool2d", (x,), out, exact, attrs)
+
+    def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA average-pool gradient (gather) kernel."""
+        return self._device("avg_pool2d_grad", (g, x), out, exact, attrs)
 
     def available(self) -> bool:
         """True when a working C++ compiler exists."""

@@ -1,0 +1,250 @@
+"""The CUDA devices' window library calls, written once against a backend.
+
+Pooling, its gradients and convolution for the CUDA backend and the emulated CUDA device:
+each call takes the backend `be` and arrays in its memory (CuPy arrays on "cuda", NumPy arrays
+on "cuda-emulated"), allocates through `be.empty`, launches the kernels of jit/window_cuda.py
+through `be`'s compiler and loader, and multiplies through `be.gemm` (cuBLAS through CuPy, or
+NumPy's BLAS on the emulated device). Nothing here names CuPy.
+
+Convolution prefers cuDNN where the backend has it (`be.cudnn()`, the CUDA backend's CuPy
+bindings); without it, the im2col + GEMM kernels run, and a backend that expects cuDNN
+(`be.expects_cudnn`: the real CUDA backend) warns once per process which package is missing.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+import numpy as np
+
+from jit import window_cuda as wc
+from ops.conv import out_hw
+
+Pair = tuple[int, int]
+
+#: what the one-time warning tells the user to install
+CUDNN_HINT = "pip install nvidia-cudnn-cu12 (and CuPy built for CUDA 12: pip install cupy-cuda12x)"
+
+_warned: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+class CudnnMissingWarning(RuntimeWarning):
+    """Convolutions on a CUDA device run as im2col + cuBLAS because cuDNN is not usable."""
+
+
+def warn_without_cudnn(be_name: str, why: str) -> bool:
+    """Warn, once per process and backend, that convolution falls back to im2col + GEMM; True if it warned."""
+    with _warn_lock:
+        if be_name in _warned:
+            return False
+        _warned.add(be_name)
+    warnings.warn(
+        f"{be_name}: cuDNN is not available ({why}); convolutions run as im2col/col2im CUDA kernels "
+        f"and cuBLAS GEMMs, which is slower. To use cuDNN: {CUDNN_HINT}",
+        CudnnMissingWarning,
+        stacklevel=3,
+    )
+    return True
+
+
+def _out(be: Any, shape: tuple, dtype: np.dtype, out: Any) -> Any:
+    """`out` where the kernel can write it directly, else a fresh buffer (copied to `out` after)."""
+    if (
+        out is not None
+        and be.is_buffer(out)
+        and tuple(out.shape) == tuple(shape)
+        and out.dtype == dtype
+        and out.flags.c_contiguous
+    ):
+        return out
+    return be.empty(tuple(shape), np.dtype(dtype))
+
+
+def _done(be: Any, v: Any, out: Any) -> Any:
+    if out is None or v is out:
+        return v
+    be.copyto(out, v)
+    return out
+
+
+# -- pooling ---------------------------------------------------------------------------------
+
+
+def max_pool2d(be: Any, x: Any, *, kernel_size: Pair, stride: Pair, padding: Pair, dilation: Pair, out: Any = None) -> Any:
+    """max_pool2d on the device: one thread per output, the reference's values."""
+    x = be.contiguous(x)
+    n, c, h, w = x.shape
+    ho, wo = out_hw((h, w), kernel_size, stride, padding, dilation)
+    y = _out(be, (n, c, ho, wo), x.dtype, out)
+    geo = (kernel_size, stride, padding, dilation)
+    wc.launch(be, wc._max_pool_source, (x.dtype, False, *geo), [x, y], [n * c * ho * wo, h, w, ho, wo])
+    return _done(be, y, out)
+
+
+def max_pool2d_grad(
+    be: Any,
+    g: Any,
+    x: Any,
+    y: Any = None,
+    *,
+    kernel_size: Pair,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    out: Any = None,
+) -> Any:
+    """The max-pool gradient on the device: each window's winner recomputed, then a gather (no atomics)."""
+    g = be.contiguous(g)
+    x = be.contiguous(x)
+    n, c, h, w = x.shape
+    ho, wo = g.shape[2:]
+    geo = (kernel_size, stride, padding, dilation)
+    at = be.empty((n, c, ho, wo), np.dtype(np.int32))
+    wc.launch(be, wc._max_pool_source, (x.dtype, True, *geo), [x, at], [n * c * ho * wo, h, w, ho, wo])
+    gi = _out(be, x.shape, g.dtype, out)
+    wc.launch(be, wc._max_pool_grad_source, (g.dtype, *geo), [g, at, gi], [n * c * h * w, h, w, ho, wo])
+    return _done(be, gi, out)
+
+
+def avg_pool2d(
+    be: Any, x: Any, *, kernel_size: Pair, stride: Pair, padding: Pair, count_include_pad: bool, out: Any = None
+) -> Any:
+    """avg_pool2d on the device (integers average to float64, as the reference)."""
+    x = be.contiguous(x)
+    n, c, h, w = x.shape
+    ho, wo = out_hw((h, w), kernel_size, stride, padding, (1, 1))
+    ydt = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    y = _out(be, (n, c, ho, wo), ydt, out)
+    args = (x.dtype, ydt, bool(count_include_pad), kernel_size, stride, padding)
+    wc.launch(be, wc._avg_pool_source, args, [x, y], [n * c * ho * wo, h, w, ho, wo])
+    return _done(be, y, out)
+
+
+def avg_pool2d_grad(
+    be: Any,
+    g: Any,
+    x: Any,
+    *,
+    kernel_size: Pair,
+    stride: Pair,
+    padding: Pair,
+    count_include_pad: bool,
+    out: Any = None,
+) -> Any:
+    """The average-pool gradient on the device: each input gathers its windows' shares (x: its shape)."""
+    g = be.contiguous(g)
+    n, c, h, w = x.shape
+    ho, wo = g.shape[2:]
+    gi = _out(be, (n, c, h, w), g.dtype, out)
+    args = (g.dtype, bool(count_include_pad), kernel_size, stride, padding)
+    wc.launch(be, wc._avg_pool_grad_source, args, [g, gi], [n * c * h * w, h, w, ho, wo])
+    return _done(be, gi, out)
+
+
+# -- convolution -----------------------------------------------------------------------------
+
+
+def _columns(be: Any, x: Any, w_shape: tuple, groups: int, s: Pair, p: Pair, d: Pair) -> tuple[Any, tuple]:
+    """im2col of x as (G, N*HO*WO, K), and the sizes the other kernels take."""
+    n, c, h, wd = x.shape
+    o, cp, kh, kw = w_shape
+    ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
+    P, K = n * ho * wo, kh * kw * cp
+    cols = be.empty((groups, P, K), x.dtype)
+    wc.launch(be, wc._im2col_source, (x.dtype, (kh, kw), s, p, d), [x, cols], [groups * P * K, c, h, wd, ho, wo, cp, n])
+    return cols, (n, c, h, wd, o, cp, kh, kw, ho, wo)
+
+
+def _weight_matrix(be: Any, w: Any, groups: int) -> Any:
+    o, cp, kh, kw = w.shape
+    wm = be.empty((groups, kh * kw * cp, o // groups), w.dtype)
+    wc.launch(be, wc._weight_to_mat_source, (w.dtype,), [w, wm], [o * cp * kh * kw, groups, o // groups, cp, kh * kw])
+    return wm
+
+
+def conv2d(
+    be: Any, x: Any, w: Any, b: Any = None, *, stride: Pair, padding: Pair, dilation: Pair, groups: int, out: Any = None
+) -> Any:
+    """conv2d as im2col, one batched GEMM over groups, and the rows written as NCHW (+ bias)."""
+    x, w = be.contiguous(x), be.contiguous(w)
+    cols, (n, c, h, wd, o, cp, kh, kw, ho, wo) = _columns(be, x, w.shape, groups, stride, padding, dilation)
+    rows = be.contiguous(be.gemm(cols, _weight_matrix(be, w, groups)))  # (G, P, OG)
+    y = _out(be, (n, o, ho, wo), x.dtype, out)
+    ints = [n * o * ho * wo, groups, o // groups, ho * wo, n]
+    if b is None:
+        wc.launch(be, wc._rows_to_nchw_source, (x.dtype, False), [rows, y], ints)
+    else:
+        wc.launch(be, wc._rows_to_nchw_source, (x.dtype, True), [rows, be.contiguous(b), y], ints)
+    return _done(be, y, out)
+
+
+def conv2d_grad_input(
+    be: Any, g: Any, w: Any, x: Any, *, stride: Pair, padding: Pair, dilation: Pair, groups: int, out: Any = None
+) -> Any:
+    """d(conv2d)/dx: the cotangent's rows times each group's weight matrix, then col2im (x: its shape)."""
+    g, w = be.contiguous(g), be.contiguous(w)
+    n, c, h, wd = x.shape
+    o, cp, kh, kw = w.shape
+    ho, wo = g.shape[2:]
+    og = o // groups
+    gh = be.empty((groups, n * ho * wo, og), g.dtype)
+    wc.launch(be, wc._nchw_to_rows_source, (g.dtype,), [g, gh], [n * o * ho * wo, groups, og, ho * wo, n])
+    dcols = be.contiguous(be.gemm(gh, _weight_matrix(be, w, groups), trans_b=True))  # (G, P, K)
+    dx = _out(be, (n, c, h, wd), g.dtype, out)
+    geo = ((kh, kw), stride, padding, dilation)
+    wc.launch(be, wc._col2im_source, (g.dtype, *geo), [dcols, dx], [n * c * h * wd, c, h, wd, ho, wo, cp, n])
+    return _done(be, dx, out)
+
+
+def conv2d_grad_weight(
+    be: Any, g: Any, x: Any, w: Any, *, stride: Pair, padding: Pair, dilation: Pair, groups: int, out: Any = None
+) -> Any:
+    """d(conv2d)/dw: each group's columns, transposed, times the cotangent's rows (w: its shape)."""
+    g, x = be.contiguous(g), be.contiguous(x)
+    cols, (n, c, h, wd, o, cp, kh, kw, ho, wo) = _columns(be, x, tuple(w.shape), groups, stride, padding, dilation)
+    og = o // groups
+    gh = be.empty((groups, n * ho * wo, og), g.dtype)
+    wc.launch(be, wc._nchw_to_rows_source, (g.dtype,), [g, gh], [n * o * ho * wo, groups, og, ho * wo, n])
+    dwm = be.contiguous(be.gemm(cols, gh, trans_a=True))  # (G, K, OG)
+    dw = _out(be, (o, cp, kh, kw), g.dtype, out)
+    wc.launch(be, wc._mat_to_weight_source, (g.dtype,), [dwm, dw], [o * cp * kh * kw, groups, og, cp, kh * kw])
+    return _done(be, dw, out)
+
+
+#: library-call name -> the device implementation (called as fn(be, *args, out=, **attrs))
+CALLS = {
+    "max_pool2d": max_pool2d,
+    "max_pool2d_grad": max_pool2d_grad,
+    "avg_pool2d": avg_pool2d,
+    "avg_pool2d_grad": avg_pool2d_grad,
+    "conv2d": conv2d,
+    "conv2d_grad_input": conv2d_grad_input,
+    "conv2d_grad_weight": conv2d_grad_weight,
+}
+
+_CONV = ("conv2d", "conv2d_grad_input", "conv2d_grad_weight")
+
+
+def dtypes_of(op: str, args: tuple) -> list[np.dtype]:
+    """The dtypes that decide whether `op` has a device kernel (shape-only operands left out)."""
+    if op == "conv2d":
+        return [a.dtype for a in args if a is not None]
+    if op in ("conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad"):
+        return [args[0].dtype, args[1].dtype]
+    return [args[0].dtype]
+
+
+def call(be: Any, op: str, args: tuple, out: Any, attrs: dict) -> Any | None:
+    """`op` on device `be` (cuDNN for convolutions where `be` has it), or None where no kernel applies."""
+    if not wc.supported(op, dtypes_of(op, args)):
+        return None
+    if op in _CONV:
+        lib = be.cudnn()
+        if lib is not None:
+            return be.cudnn_call(op, args, out, attrs)
+        if getattr(be, "expects_cudnn", False):
+            warn_without_cudnn(be.name, be.cudnn_missing_reason())
+    return CALLS[op](be, *args, out=out, **attrs)
