@@ -1,0 +1,196 @@
+"""Several processes, one program: `init()` under `mpiexec`, ranks, and collectives on arrays.
+
+    mpiexec -n 2 python3 train.py
+
+    import lazygraph as lg
+    lg.distributed.init()                         # MPI's COMM_WORLD (a single process without mpiexec)
+    y = lg.distributed.all_reduce(x, op="mean")   # recorded like any operator: nothing runs yet
+
+A collective is an operator in the recorded graph (ops/collective.py), so a training step and
+its gradient all-reduce are one graph, hashed and cached like any other; the communicator is
+looked up by the kernels at run time and is no part of any key. With one process every
+collective is the identity. Backends: "mpi" (CPU arrays) and "nccl" (arrays on "cuda": CuPy's
+NCCL, see nccl.py; on "cuda-emulated" the NCCL path runs over the MPI transport). mpi4py is
+imported only by `init()`; without it, or without an MPI library, `init()` says what to install.
+See docs/distributed.md.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from lazygraph.distributed.collectives import (
+    all_gather,
+    all_reduce,
+    all_reduce_coalesced,
+    broadcast,
+    reduce,
+)
+from lazygraph.distributed.transport import (
+    DistributedError,
+    RankTimeoutError,
+    StructureMismatchError,
+)
+from lazygraph.distributed.world import WORLD
+from ops import collective as _collective
+
+#: variables mpiexec/mpirun launchers set (MPICH/Hydra, Open MPI, PMIx, Slurm's PMI)
+_MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "HYDI_CONTROL_FD")
+INSTALL = 'pip install "lazygraph[distributed]"  (mpi4py and the mpich wheel)'
+
+
+class DistributedUnavailable(ImportError):
+    """mpi4py or an MPI library is missing (the message says what to install)."""
+
+
+def launched_by_mpi() -> bool:
+    """Whether an MPI launcher started this process (its environment variables are set)."""
+    return any(v in os.environ for v in _MPI_VARS)
+
+
+def _torch_style() -> tuple[int, int] | None:
+    """(RANK, WORLD_SIZE) when a torchrun-style launcher set them."""
+    if "WORLD_SIZE" not in os.environ and "RANK" not in os.environ:
+        return None
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise ValueError(
+            f"lazygraph.distributed.init: RANK={os.environ.get('RANK')!r} and "
+            f"WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} must be integers"
+        ) from None
+
+
+def _timeout() -> float:
+    raw = os.environ.get("LAZYGRAPH_DIST_TIMEOUT", "60")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"LAZYGRAPH_DIST_TIMEOUT must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"LAZYGRAPH_DIST_TIMEOUT must be positive, got {raw!r}")
+    return value
+
+
+def _import_mpi() -> Any:
+    """mpi4py's MPI module, or an error naming what to install."""
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise DistributedUnavailable(f"lazygraph.distributed needs mpi4py ({e}); install it: {INSTALL}") from e
+    except RuntimeError as e:  # mpi4py without a loadable MPI library
+        raise DistributedUnavailable(
+            f"lazygraph.distributed: mpi4py found no MPI library ({e}); install one: {INSTALL}"
+        ) from e
+    return MPI
+
+
+def init(backend: str | None = None, timeout: float | None = None) -> None:
+    """Join the processes the launcher started (idempotent): MPI's COMM_WORLD, or one process.
+
+    `backend`: None or "mpi" (collectives of CPU and cuda-emulated arrays over MPI), "nccl"
+    (arrays on "cuda" over NCCL, needs CuPy and a GPU; MPI still starts the processes).
+    `timeout`: seconds a rank waits for the others at a collective (LAZYGRAPH_DIST_TIMEOUT).
+    """
+    if WORLD.initialized:
+        return
+    if backend not in (None, "mpi", "nccl"):
+        raise ValueError(f"lazygraph.distributed.init: unknown backend {backend!r} (use 'mpi' or 'nccl')")
+    seconds = _timeout() if timeout is None else float(timeout)
+    torch = _torch_style()
+    launched = launched_by_mpi()
+    if torch is not None and torch[1] > 1 and not launched:
+        raise DistributedError(
+            f"lazygraph.distributed.init: RANK={torch[0]} WORLD_SIZE={torch[1]} are set but no MPI launcher "
+            "started this process. lazygraph joins processes through MPI only; start them with "
+            "`mpiexec -n N python3 script.py` (torchrun-style MASTER_ADDR/MASTER_PORT rendezvous is not "
+            "supported)."
+        )
+    try:
+        MPI = _import_mpi()
+    except DistributedUnavailable:
+        if launched or backend is not None:
+            raise
+        WORLD.single(seconds)  # plain `python3 script.py` without mpi4py: one process
+        _install(None)
+        return
+    comm = MPI.COMM_WORLD
+    if torch is not None and (torch[0], torch[1]) != (comm.Get_rank(), comm.Get_size()) and torch[1] > 1:
+        raise DistributedError(
+            f"lazygraph.distributed.init: RANK={torch[0]} WORLD_SIZE={torch[1]} disagree with MPI's "
+            f"rank {comm.Get_rank()} of {comm.Get_size()}"
+        )
+    from lazygraph.distributed.transport import MpiTransport
+
+    mpi = MpiTransport(comm, seconds)
+    nccl: Any = None
+    if backend == "nccl":
+        from lazygraph.distributed.nccl import NcclTransport
+
+        nccl = NcclTransport(mpi)
+    WORLD.join(mpi, nccl, seconds)
+    _install(WORLD)
+
+
+def _install(world: Any) -> None:
+    """Hand the transports to the collective kernels (ops/ imports nothing from here)."""
+    if world is None or world.mpi is None:
+        return
+    _collective.set_transport("mpi", world.mpi)
+    # on "cuda-emulated" the NCCL path runs over MPI (the buffers are NumPy arrays)
+    _collective.set_transport("nccl", world.nccl if world.nccl is not None else world.mpi)
+
+
+def is_initialized() -> bool:
+    """Whether `init()` has run in this process."""
+    return WORLD.initialized
+
+
+def rank() -> int:
+    """This process's rank (0 before `init()` and in a single process)."""
+    return WORLD.rank
+
+
+def world_size() -> int:
+    """How many processes take part (1 before `init()` and in a single process)."""
+    return WORLD.size
+
+
+def barrier() -> None:
+    """Wait until every rank arrives (with the deadline: a missing rank is named)."""
+    WORLD.require("barrier")
+    if WORLD.mpi is not None:
+        WORLD.mpi.barrier()
+
+
+def set_overlap(on: bool) -> None:
+    """Overlap communication with computation (default on); off: each collective completes when posted."""
+    if WORLD.mpi is not None:
+        WORLD.mpi.overlap = bool(on)
+
+
+def communication_seconds() -> float:
+    """Seconds spent in MPI calls and waits by this process so far (the benchmark's share)."""
+    return WORLD.mpi.seconds if WORLD.mpi is not None else 0.0
+
+
+__all__ = [
+    "init",
+    "is_initialized",
+    "rank",
+    "world_size",
+    "barrier",
+    "all_reduce",
+    "all_reduce_coalesced",
+    "broadcast",
+    "reduce",
+    "all_gather",
+    "set_overlap",
+    "communication_seconds",
+    "launched_by_mpi",
+    "DistributedError",
+    "DistributedUnavailable",
+    "RankTimeoutError",
+    "StructureMismatchError",
+]
