@@ -5,6 +5,7 @@ here: `cache/`, `optimizer/`, `jit/` and `lazygraph/` build on these definitions
 """
 
 from ops import (  # noqa: F401  (registration)
+    collective,  # noqa: F401  (registration: collective_start, collective_wait, collective_shard)
     complexparts,  # noqa: F401  (registration: real, imag, conj, angle)
     creation,
     elementwise,

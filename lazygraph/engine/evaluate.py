@@ -21,7 +21,7 @@ import numpy as np
 
 from cache.explain import explain_miss, memory_lines
 from cache.key import Walk, walk
-from cache.store import Entry, key_json
+from cache.store import Entry, digest_of, key_json
 from jit import backend
 from jit import background as workers
 from lazygraph import debug, txn
@@ -32,6 +32,7 @@ from lazygraph.engine.meter import Meter
 from lazygraph.engine.program import Program
 from lazygraph.engine.state import ENGINE, Engine
 from lazygraph.engine.threads import RECORDING
+from ops import collective
 from ops.node import HOST, Node
 from ops.settings import SETTINGS
 from optimizer.rewrite.report import REPORT
@@ -182,6 +183,10 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
             keep = memoized(w)
             program, entry, outcome = _miss(engine, w, key, entry, mode, opt, verbose, keep, dev)
     attempt.program = program
+    # collectives send the structure's digest with their arrival message (ranks must agree)
+    collective.set_structure(
+        (lambda: entry.digest) if entry is not None else (lambda: digest_of(key_json(_structural(w, opt, sched, dev))))
+    )
     REPORT.evaluated(program.tgraph.artifacts, outcome)  # what `lg.cache.passes()["last"]` shows
     t2 = time.perf_counter()
     if keep is None:
