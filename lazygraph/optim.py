@@ -19,6 +19,7 @@ structure.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,6 +31,24 @@ from lazygraph.creation import zeros
 from lazygraph.engine.evaluate import evaluate
 from lazygraph.gradmode import enable_grad, no_grad
 from lazygraph.shape import copy
+
+
+#: weak references to callables every step runs first with the parameters that have gradients:
+#: lazygraph.nn.parallel.DataParallel records their all-reduce there, inside the step's graph
+GRAD_HOOKS: list[weakref.WeakMethod] = []
+
+
+def register_grad_hook(method: Callable[[list[Array]], None]) -> None:
+    """Run a bound method before every optimizer step's updates (held weakly: no leak)."""
+    GRAD_HOOKS.append(weakref.WeakMethod(method))
+
+
+def _run_grad_hooks(params: list[Array]) -> None:
+    GRAD_HOOKS[:] = [h for h in GRAD_HOOKS if h() is not None]
+    for h in GRAD_HOOKS:
+        fn = h()
+        if fn is not None:
+            fn(params)
 
 
 def _leaf(value: float, dtype: np.dtype, device: Any) -> Array:
@@ -115,6 +134,8 @@ class Optimizer:
         undo = self._snapshot()
         try:
             with no_grad():
+                if GRAD_HOOKS:
+                    _run_grad_hooks([p for g in self.param_groups for p in g["params"] if p.grad is not None])
                 for group in self.param_groups:
                     for p in group["params"]:
                         if p.grad is not None:

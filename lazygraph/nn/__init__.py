@@ -25,6 +25,7 @@ from lazygraph.nn.layers import (
     Tanh,
 )
 from lazygraph.nn.module import IncompatibleKeys, Module, ModuleList, Parameter, Sequential
+from lazygraph.nn.parallel import DataParallel, DistributedDataParallel
 
 __all__ = [
     "functional",
@@ -34,6 +35,8 @@ __all__ = [
     "Parameter",
     "Sequential",
     "IncompatibleKeys",
+    "DataParallel",
+    "DistributedDataParallel",
     "Linear",
     "Conv2d",
     "MaxPool2d",
