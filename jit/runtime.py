@@ -9,10 +9,12 @@ A backend is four things (the layout of a device in most array runtimes):
 - a loader and runner: `load(binary, entry, scalars) -> Program`, and a program launched as
   `program(arrays, ints, fs, is_, grid, block)`;
 - library calls: `gemm` (transpose flags, strided operands, `out=`), the GEMM's in-place
-  `epilogue` (bias, ReLU), `conv2d` and its input and weight gradients, max pooling and its
-  gradient. The convolution and pooling calls take the operator's reference-kernel signature
-  (ops/) plus `out=` and `exact=`: exact calls give the reference kernel's bits, inexact ones
-  may use a faster algorithm whose results differ by rounding.
+  `epilogue` (bias, ReLU), `conv2d` and its input and weight gradients, max and average
+  pooling and their gradients. The convolution and pooling calls take the operator's
+  reference-kernel signature (ops/) plus `out=` and `exact=`: exact calls give the reference
+  kernel's bits, inexact ones may use a faster algorithm whose results differ by rounding. The
+  CUDA devices have no reference-bits convolution or average pooling: they run their device
+  kernels (cuDNN, or jit/window_cuda.py's) whatever `exact` says.
 
 Every generated kernel, whatever its language, has one argument convention (the kernel ABI):
 its arrays (inputs, then outputs), int64 loop sizes and strides (`ints`), and its scalar
@@ -142,6 +144,14 @@ class Backend(ABC):
     ) -> Any:
         """The cotangent routed to each window's first maximum, like ops' max_pool2d_grad kernel."""
 
+    @abstractmethod
+    def avg_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """avg_pool2d(x; kernel_size, stride, padding, count_include_pad) like ops' kernel."""
+
+    @abstractmethod
+    def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """Each window's cotangent spread over the elements it averaged (x supplies the shape)."""
+
     def library(self, op: str) -> Any:
         """The library call implementing operator `op` (e.g. "conv2d"), or None where there is none."""
         name = {"matmul": "gemm"}.get(op, op)
@@ -156,4 +166,6 @@ LIBRARY_CALLS = (
     "conv2d_grad_weight",
     "max_pool2d",
     "max_pool2d_grad",
+    "avg_pool2d",
+    "avg_pool2d_grad",
 )

@@ -38,7 +38,6 @@ import numpy as np
 
 from jit import types
 from jit.render_cuda import BLOCK
-from ops.conv import out_hw
 from ops.settings import SETTINGS
 
 Pair = tuple[int, int]
@@ -82,7 +81,9 @@ def supported(op: str, dtypes: list[np.dtype]) -> bool:
 
 def _geometry(k: Pair, s: Pair, p: Pair, d: Pair) -> str:
     vals = (*k, *s, *p, *d)
-    return "".join(f"#define {n} {int(v)}\n" for n, v in zip(("KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW"), vals))
+    return "".join(
+        f"#define {n} {int(v)}\n" for n, v in zip(("KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW"), vals)
+    )
 
 
 def _ct(dt: np.dtype) -> str:
@@ -118,7 +119,11 @@ def _max_pool_source(xdt: np.dtype, argmax: bool, k: Pair, s: Pair, p: Pair, d: 
     """Each output's window maximum (argmax=False) or its winning offset, -1 for padding."""
     xdt = np.dtype(xdt)
     bits = 8 * xdt.itemsize
-    fill = "(-INFINITY)" if xdt.kind == "f" else ("0" if xdt.kind == "u" else f"((XT)(-{2 ** (bits - 1) - 1}LL - 1))")
+    fill = (
+        "(-INFINITY)"
+        if xdt.kind == "f"
+        else ("0" if xdt.kind == "u" else f"((XT)(-{2 ** (bits - 1) - 1}LL - 1))")
+    )
     out = "int32_t" if argmax else "XT"
     return (
         PRELUDE
@@ -267,7 +272,9 @@ _ROWS_POS = """    const int64_t G = n1, OG = n2, M = n3, N = n4;
 
 def _rows_to_nchw_source(dt: np.dtype, bias: bool) -> str:
     """y[n, o, oh, ow] = rows[g, (n, oh, ow), o in group] (+ b[o]): the GEMM's output as NCHW."""
-    arrays = ["const T *__restrict__ rows"] + (["const T *__restrict__ b"] if bias else []) + ["T *__restrict__ y"]
+    arrays = (
+        ["const T *__restrict__ rows"] + (["const T *__restrict__ b"] if bias else []) + ["T *__restrict__ y"]
+    )
     return (
         PRELUDE
         + f"typedef {_ct(dt)} T;\n"
@@ -281,7 +288,14 @@ def _rows_to_nchw_source(dt: np.dtype, bias: bool) -> str:
 
 def _nchw_to_rows_source(dt: np.dtype) -> str:
     """rows[g, (n, oh, ow), o in group] = g[n, o, oh, ow]: a cotangent as the GEMM's operand."""
-    return PRELUDE + f"typedef {_ct(dt)} T;\n" + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5) + LOOP + _ROWS_POS + "    a1[r] = a0[i];\n  }\n}\n"
+    return (
+        PRELUDE
+        + f"typedef {_ct(dt)} T;\n"
+        + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5)
+        + LOOP
+        + _ROWS_POS
+        + "    a1[r] = a0[i];\n  }\n}\n"
+    )
 
 
 # Weight (G*OG, CP, KH, KW) <-> matrices (G, K, OG) with K = (kh, kw, c); sizes n1..n4 = G, OG, CP, KK.
@@ -294,12 +308,26 @@ _WMAT_POS = """    const int64_t G = n1, OG = n2, CP = n3, KK = n4;
 
 def _weight_to_mat_source(dt: np.dtype) -> str:
     """The weight as each group's (K, OG) GEMM operand."""
-    return PRELUDE + f"typedef {_ct(dt)} T;\n" + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5) + LOOP + _WMAT_POS + "    a1[j] = a0[i];\n  }\n}\n"
+    return (
+        PRELUDE
+        + f"typedef {_ct(dt)} T;\n"
+        + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5)
+        + LOOP
+        + _WMAT_POS
+        + "    a1[j] = a0[i];\n  }\n}\n"
+    )
 
 
 def _mat_to_weight_source(dt: np.dtype) -> str:
     """Each group's (K, OG) product back in the weight's layout."""
-    return PRELUDE + f"typedef {_ct(dt)} T;\n" + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5) + LOOP + _WMAT_POS + "    a1[i] = a0[j];\n  }\n}\n"
+    return (
+        PRELUDE
+        + f"typedef {_ct(dt)} T;\n"
+        + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5)
+        + LOOP
+        + _WMAT_POS
+        + "    a1[i] = a0[j];\n  }\n}\n"
+    )
 
 
 # -- compile, load, launch --------------------------------------------------------------------

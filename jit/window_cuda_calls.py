@@ -73,7 +73,9 @@ def _done(be: Any, v: Any, out: Any) -> Any:
 # -- pooling ---------------------------------------------------------------------------------
 
 
-def max_pool2d(be: Any, x: Any, *, kernel_size: Pair, stride: Pair, padding: Pair, dilation: Pair, out: Any = None) -> Any:
+def max_pool2d(
+    be: Any, x: Any, *, kernel_size: Pair, stride: Pair, padding: Pair, dilation: Pair, out: Any = None
+) -> Any:
     """max_pool2d on the device: one thread per output, the reference's values."""
     x = be.contiguous(x)
     n, c, h, w = x.shape
@@ -110,7 +112,14 @@ def max_pool2d_grad(
 
 
 def avg_pool2d(
-    be: Any, x: Any, *, kernel_size: Pair, stride: Pair, padding: Pair, count_include_pad: bool, out: Any = None
+    be: Any,
+    x: Any,
+    *,
+    kernel_size: Pair,
+    stride: Pair,
+    padding: Pair,
+    count_include_pad: bool,
+    out: Any = None,
 ) -> Any:
     """avg_pool2d on the device (integers average to float64, as the reference)."""
     x = be.contiguous(x)
@@ -154,19 +163,40 @@ def _columns(be: Any, x: Any, w_shape: tuple, groups: int, s: Pair, p: Pair, d: 
     ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     P, K = n * ho * wo, kh * kw * cp
     cols = be.empty((groups, P, K), x.dtype)
-    wc.launch(be, wc._im2col_source, (x.dtype, (kh, kw), s, p, d), [x, cols], [groups * P * K, c, h, wd, ho, wo, cp, n])
+    wc.launch(
+        be,
+        wc._im2col_source,
+        (x.dtype, (kh, kw), s, p, d),
+        [x, cols],
+        [groups * P * K, c, h, wd, ho, wo, cp, n],
+    )
     return cols, (n, c, h, wd, o, cp, kh, kw, ho, wo)
 
 
 def _weight_matrix(be: Any, w: Any, groups: int) -> Any:
     o, cp, kh, kw = w.shape
     wm = be.empty((groups, kh * kw * cp, o // groups), w.dtype)
-    wc.launch(be, wc._weight_to_mat_source, (w.dtype,), [w, wm], [o * cp * kh * kw, groups, o // groups, cp, kh * kw])
+    wc.launch(
+        be,
+        wc._weight_to_mat_source,
+        (w.dtype,),
+        [w, wm],
+        [o * cp * kh * kw, groups, o // groups, cp, kh * kw],
+    )
     return wm
 
 
 def conv2d(
-    be: Any, x: Any, w: Any, b: Any = None, *, stride: Pair, padding: Pair, dilation: Pair, groups: int, out: Any = None
+    be: Any,
+    x: Any,
+    w: Any,
+    b: Any = None,
+    *,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+    out: Any = None,
 ) -> Any:
     """conv2d as im2col, one batched GEMM over groups, and the rows written as NCHW (+ bias)."""
     x, w = be.contiguous(x), be.contiguous(w)
@@ -182,7 +212,16 @@ def conv2d(
 
 
 def conv2d_grad_input(
-    be: Any, g: Any, w: Any, x: Any, *, stride: Pair, padding: Pair, dilation: Pair, groups: int, out: Any = None
+    be: Any,
+    g: Any,
+    w: Any,
+    x: Any,
+    *,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+    out: Any = None,
 ) -> Any:
     """d(conv2d)/dx: the cotangent's rows times each group's weight matrix, then col2im (x: its shape)."""
     g, w = be.contiguous(g), be.contiguous(w)
@@ -200,17 +239,30 @@ def conv2d_grad_input(
 
 
 def conv2d_grad_weight(
-    be: Any, g: Any, x: Any, w: Any, *, stride: Pair, padding: Pair, dilation: Pair, groups: int, out: Any = None
+    be: Any,
+    g: Any,
+    x: Any,
+    w: Any,
+    *,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+    out: Any = None,
 ) -> Any:
     """d(conv2d)/dw: each group's columns, transposed, times the cotangent's rows (w: its shape)."""
     g, x = be.contiguous(g), be.contiguous(x)
-    cols, (n, c, h, wd, o, cp, kh, kw, ho, wo) = _columns(be, x, tuple(w.shape), groups, stride, padding, dilation)
+    cols, (n, c, h, wd, o, cp, kh, kw, ho, wo) = _columns(
+        be, x, tuple(w.shape), groups, stride, padding, dilation
+    )
     og = o // groups
     gh = be.empty((groups, n * ho * wo, og), g.dtype)
     wc.launch(be, wc._nchw_to_rows_source, (g.dtype,), [g, gh], [n * o * ho * wo, groups, og, ho * wo, n])
     dwm = be.contiguous(be.gemm(cols, gh, trans_a=True))  # (G, K, OG)
     dw = _out(be, (o, cp, kh, kw), g.dtype, out)
-    wc.launch(be, wc._mat_to_weight_source, (g.dtype,), [dwm, dw], [o * cp * kh * kw, groups, og, cp, kh * kw])
+    wc.launch(
+        be, wc._mat_to_weight_source, (g.dtype,), [dwm, dw], [o * cp * kh * kw, groups, og, cp, kh * kw]
+    )
     return _done(be, dw, out)
 
 

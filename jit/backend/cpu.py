@@ -148,3 +148,11 @@ class CpuBackend(Backend):
         ok = self._compiled() and window.supported("max_pool2d_grad", dts)
         fn = window.KERNELS["max_pool2d_grad"] if ok else None
         return self._window("max_pool2d_grad", fn, (g, x, y), out, attrs)
+
+    def avg_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The reference kernel (NumPy's window sums)."""
+        return self._window("avg_pool2d", None, (x,), out, attrs)
+
+    def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The reference kernel (NumPy's strided adds per kernel offset)."""
+        return self._window("avg_pool2d_grad", None, (g, x), out, attrs)

@@ -7,9 +7,14 @@
 - Loader: the image is loaded by CuPy's RawModule; a program passes the kernel ABI as separate
   parameters: the arrays, the int64 sizes and strides, then each scalar as double or int64
   in the order the renderer declared them (`scalars` at load time).
-- Library calls: GEMM is cupy.matmul (cuBLAS); the epilogue runs in place with CuPy. The
-  convolutions and max pooling run on the host through the CPU backend (a copy each way)
-  until cuDNN bindings take their place.
+- Library calls: GEMM is cupy.matmul (cuBLAS); the epilogue runs in place with CuPy.
+  Convolution and its gradients go through cuDNN (CuPy's `cupy.cudnn`, with pip's
+  nvidia-cudnn-cu12 wheels); without it, the im2col/col2im CUDA kernels of jit/window_cuda.py
+  and cuBLAS run instead, after a one-time `CudnnMissingWarning` naming what to install.
+  Max and average pooling and their gradients are the CUDA kernels of jit/window_cuda.py.
+  Dtypes those kernels do not take (float16, bool, mixed) run on the host through the CPU
+  backend (a copy each way). The same kernels and calls run on the emulated device, which is
+  how CI checks them (jit/window_cuda_calls.py).
 
 All CuPy calls live in jit/backend/cuda_cupy.py, imported on first use: this module imports,
 and compiles, on machines without CuPy.
@@ -25,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from jit import nvrtc
+from jit import nvrtc, window_cuda_calls
 from jit.runtime import Backend, Binary, Program, ScalarSlots
+from ops.conv import out_hw
+from ops.settings import SETTINGS
 
 _UNPROBED = object()
 
@@ -68,10 +75,13 @@ class CudaBackend(Backend):
     language = "cuda"
     #: buffers are CuPy arrays: the engine's host values are copied in and out (jit/backend)
     host_memory = False
+    #: convolutions without cuDNN warn once (jit/window_cuda_calls.py)
+    expects_cudnn = True
 
     def __init__(self) -> None:
         self._functions: dict[tuple[str, str], Any] = {}
         self._arch: Any = _UNPROBED
+        self._cudnn: Any = _UNPROBED
         self._lock = threading.Lock()
 
     @staticmethod
@@ -140,6 +150,43 @@ class CudaBackend(Backend):
             _rt().relu(y)
         return y
 
+    # -- helpers of the device window calls (jit/window_cuda_calls.py) ----------------------
+    def contiguous(self, x: Any) -> Any:
+        """cupy.ascontiguousarray."""
+        return _rt().contiguous(x)
+
+    def copyto(self, dst: Any, src: Any) -> None:
+        """cupy.copyto."""
+        _rt().copyto(dst, src)
+
+    def cudnn(self) -> Any:
+        """CuPy's cuDNN bindings, or None where CuPy or pip's cuDNN wheels are missing (probed once)."""
+        if self._cudnn is _UNPROBED:
+            self._cudnn = _rt().cudnn() if self._have_cupy() else None
+        return self._cudnn
+
+    def cudnn_missing_reason(self) -> str:
+        """What the one-time warning says is missing."""
+        return _rt().cudnn_error() if self._have_cupy() else "CuPy is not installed"
+
+    def cudnn_call(self, op: str, args: tuple, out: Any, attrs: dict) -> Any:
+        """`op` (a convolution or one of its gradients) through cuDNN, into `out` where given."""
+        rt = _rt()
+        conv = (attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"])
+        if op == "conv2d":
+            x, w, b = args
+            n, _, h, wd = x.shape
+            ho, wo = out_hw((h, wd), tuple(w.shape[2:]), *conv[:3])
+            y = out if out is not None else self.empty((n, w.shape[0], ho, wo), x.dtype)
+            return rt.conv_forward(rt.contiguous(x), rt.contiguous(w), b, y, *conv)
+        if op == "conv2d_grad_input":
+            g, w, x = args
+            gx = out if out is not None else self.empty(tuple(x.shape), g.dtype)
+            return rt.conv_backward_data(rt.contiguous(w), rt.contiguous(g), gx, *conv)
+        g, x, w = args
+        gw = out if out is not None else self.empty(tuple(w.shape), g.dtype)
+        return rt.conv_backward_filter(rt.contiguous(x), rt.contiguous(g), gw, *conv)
+
     def _on_host(self, call: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
         """The CPU backend's library call on host copies, its result copied back (into `out`)."""
         from jit.backend import get
@@ -151,30 +198,43 @@ class CudaBackend(Backend):
         _rt().copyto(out, v)
         return out
 
+    def _device(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
+        """cuDNN or the CUDA window kernels; the host's call for dtypes they do not take."""
+        v = window_cuda_calls.call(self, op, args, out, attrs) if SETTINGS.jit else None
+        return self._on_host(op, args, out, exact, attrs) if v is None else v
+
     def conv2d(
         self, x: Any, w: Any, b: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
     ) -> Any:
-        """On the host (CPU backend) for now; see the module docstring."""
-        return self._on_host("conv2d", (x, w, b), out, exact, attrs)
+        """cuDNN, else im2col + cuBLAS (warning once); never the reference's bits."""
+        return self._device("conv2d", (x, w, b), out, exact, attrs)
 
     def conv2d_grad_input(
         self, g: Any, w: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any
     ) -> Any:
-        """On the host (CPU backend) for now."""
-        return self._on_host("conv2d_grad_input", (g, w, x), out, exact, attrs)
+        """cuDNN's backward data, else cuBLAS + the col2im kernel."""
+        return self._device("conv2d_grad_input", (g, w, x), out, exact, attrs)
 
     def conv2d_grad_weight(
         self, g: Any, x: Any, w: Any, *, out: Any = None, exact: bool = True, **attrs: Any
     ) -> Any:
-        """On the host (CPU backend) for now."""
-        return self._on_host("conv2d_grad_weight", (g, x, w), out, exact, attrs)
+        """cuDNN's backward filter, else the im2col kernel + cuBLAS."""
+        return self._device("conv2d_grad_weight", (g, x, w), out, exact, attrs)
 
     def max_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
-        """On the host (CPU backend) for now."""
-        return self._on_host("max_pool2d", (x,), out, exact, attrs)
+        """The CUDA max-pool kernel (the reference's values)."""
+        return self._device("max_pool2d", (x,), out, exact, attrs)
 
     def max_pool2d_grad(
         self, g: Any, x: Any, y: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
     ) -> Any:
-        """On the host (CPU backend) for now."""
-        return self._on_host("max_pool2d_grad", (g, x, y), out, exact, attrs)
+        """The CUDA argmax + gather kernels (the reference's values)."""
+        return self._device("max_pool2d_grad", (g, x, y), out, exact, attrs)
+
+    def avg_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA average-pool kernel."""
+        return self._device("avg_pool2d", (x,), out, exact, attrs)
+
+    def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA average-pool gradient (gather) kernel."""
+        return self._device("avg_pool2d_grad", (g, x), out, exact, attrs)

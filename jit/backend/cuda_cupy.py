@@ -1,4 +1,4 @@
-"""The CuPy-only layer of the CUDA backend: buffers, module loading, launches, cuBLAS.
+"""The CuPy-only layer of the CUDA backend: buffers, module loading, launches, cuBLAS, cuDNN.
 
 Everything here needs CuPy (and, to run, a GPU and its driver); jit/backend/cuda.py imports
 this module only when a CUDA buffer, program or library call is first needed, so the rest of
@@ -87,3 +87,92 @@ def relu(y: Any) -> None:
 def copyto(dst: Any, src: Any) -> None:
     """cupy.copyto."""
     cupy.copyto(dst, src)
+
+
+def contiguous(x: Any) -> Any:
+    """cupy.ascontiguousarray (no copy for a C-contiguous array)."""
+    return cupy.ascontiguousarray(x)
+
+
+_cudnn_error = "not probed"
+
+
+def cudnn() -> Any:
+    """CuPy's cuDNN bindings (`cupy.cudnn`), or None where cuDNN's libraries do not load."""
+    global _cudnn_error
+    try:
+        from cupy import cudnn as lib  # loads libcudnn (pip's nvidia-cudnn-cu12 or the system's)
+
+        lib.get_handle()
+    except Exception as e:  # ImportError, or CUDARuntimeError/CuDNNError when it cannot start
+        _cudnn_error = f"{type(e).__name__}: {e}"
+        return None
+    _cudnn_error = ""
+    return lib
+
+
+def cudnn_error() -> str:
+    """Why `cudnn()` returned None."""
+    return _cudnn_error
+
+
+#: TF32 would change float32 results by far more than rounding: cuDNN keeps full precision
+_TENSOR_CORE = "never"
+
+
+def conv_forward(x: Any, w: Any, b: Any, y: Any, stride: tuple, pad: tuple, dil: tuple, groups: int) -> Any:
+    """y = conv2d(x, w) + b through cuDNN (b may be None); returns y."""
+    from cupy import cudnn as lib
+
+    lib.convolution_forward(
+        x,
+        w,
+        None if b is None else cupy.ascontiguousarray(b),
+        y,
+        tuple(pad),
+        tuple(stride),
+        tuple(dil),
+        int(groups),
+        auto_tune=False,
+        tensor_core=_TENSOR_CORE,
+    )
+    return y
+
+
+def conv_backward_data(w: Any, gy: Any, gx: Any, stride: tuple, pad: tuple, dil: tuple, groups: int) -> Any:
+    """gx = d(conv2d)/dx of cotangent gy through cuDNN; returns gx."""
+    from cupy import cudnn as lib
+
+    lib.convolution_backward_data(
+        w,
+        gy,
+        None,
+        gx,
+        tuple(pad),
+        tuple(stride),
+        tuple(dil),
+        int(groups),
+        deterministic=True,
+        auto_tune=False,
+        tensor_core=_TENSOR_CORE,
+    )
+    return gx
+
+
+def conv_backward_filter(x: Any, gy: Any, gw: Any, stride: tuple, pad: tuple, dil: tuple, groups: int) -> Any:
+    """gw = d(conv2d)/dw of cotangent gy through cuDNN; returns gw."""
+    from cupy import cudnn as lib
+
+    lib.convolution_backward_filter(
+        x,
+        gy,
+        gw,
+        tuple(pad),
+        tuple(stride),
+        tuple(dil),
+        int(groups),
+        deterministic=True,
+        auto_tune=False,
+        tensor_core=_TENSOR_CORE,
+    )
+    return gw

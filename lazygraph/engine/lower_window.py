@@ -13,6 +13,11 @@ Each step runs its compiled kernel, or the operator's NumPy kernel where that do
 apply: shapes it does not cover (decided per launch, so no size guards), arrays under
 LAZYGRAPH_JIT_MIN_SIZE elements, LAZYGRAPH_JIT=0, no C compiler. It takes the
 planner's buffer through `out=` like a fused region (memory.py). compile.py installs the pass.
+
+On a device, every pooling (max and average), pooling gradient, convolution and convolution
+gradient becomes a window step, inference convolutions included, and the step is the device
+backend's library call at every size (on the CUDA devices: jit/window_cuda.py's kernels, or
+cuDNN).
 """
 
 from __future__ import annotations
@@ -53,7 +58,14 @@ def _float_alike(q: QNode) -> bool:
     )
 
 
+#: on a device (not the CPU) every one of these is a window step: the device backend's
+#: library call (jit/window_cuda.py's kernels on the CUDA devices), whatever its size or use
+DEVICE_OPS = frozenset(KERNELS) | {"avg_pool2d", "avg_pool2d_grad"}
+
+
 def _lowerable(g: Graph) -> list[QNode]:
+    if backend.active_name() != "cpu":
+        return [q for q in g.nodes if _plain(q) and q.op.name in DEVICE_OPS]
     grads: set[tuple[int, int, tuple]] = set()
     for q in g.nodes:
         if _plain(q) and q.op.name == "conv2d_grad_weight":
@@ -137,7 +149,9 @@ def build_window(recipe: Recipe, artifacts: dict) -> WindowKernel:
     """The `jit_window` constructor: the operator's compiled kernel, with its own as the fallback."""
     name = str(recipe.op)
     compiled = KERNELS.get(name)
-    if compiled is None or name not in REGISTRY:
-        raise RecipeError(f"no compiled window kernel for {name!r}")
     be = backend.active()  # the device of the graph being built (jit/backend: `running`)
-    return WindowKernel(compiled, REGISTRY[name].kernel, None if be.name == "cpu" else be, name)
+    device = be.name != "cpu"
+    if name not in REGISTRY or (compiled is None and not (device and name in DEVICE_OPS)):
+        raise RecipeError(f"no compiled window kernel for {name!r}")
+    ref = REGISTRY[name].kernel
+    return WindowKernel(compiled or ref, ref, be if device else None, name)
