@@ -19,16 +19,16 @@ import numpy as np
 from numpy.exceptions import ComplexWarning
 
 from cache.key import hint_of, kid_of, leaf_hint
-from lazygraph import txn
+from lazygraph import txn, writes
 from lazygraph.device import CPU, Device, canonical, default, place
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.engine.attempt import RELEASED
 from lazygraph.gradmode import GRAD_STATE, is_grad_enabled, track
-from lazygraph.indexing import parse_index
+from lazygraph.indexing import parse_index, plain_view
 from ops.base import FAST_SIZE, REGISTRY, _weak_sig, check_size, fmt_shape
 from ops.creation import BUFFER, SCALAR
 from ops.node import HOST, Node
-from ops.views import View, contiguous, is_identity, materialize
+from ops.views import View, contiguous, is_identity
 
 VIEW = REGISTRY["view"]
 ASSIGN = REGISTRY["assign"]
@@ -240,18 +240,8 @@ class Array:
         if view is None:
             return base
         if self._vbase is not base:
-            if base.buffer is not None and not base.requires_grad:
-                # Views of evaluated buffers cost nothing: realize them immediately.
-                buf = materialize(base.buffer, view)
-                node = Node(BUFFER, (), {}, view.shape, base.dtype, buffer=buf)
-                node.device = base.device
-                node.static = base.static  # w.T of frozen weights is model state too
-                if base in RELEASED:  # its history is gone: grad() must know (autograd.py)
-                    RELEASED.add(node)
-            else:
-                node = Node(VIEW, (base,), {"view": view}, view.shape, base.dtype)
-                node.requires_grad = base.requires_grad
-            self._vnode, self._vbase = node, base
+            # views of evaluated buffers cost nothing: they are realized immediately
+            self._vnode, self._vbase = writes.view_node(base, view), base
         return self._vnode
 
     @property
@@ -478,6 +468,9 @@ class Array:
         # NumPy's order of checks: read-only output, dtypes and casting, then shapes.
         if self._readonly:
             raise ValueError(f"{op}: output array is read-only (a broadcast view)")
+        key = _inplace_sig(self, op, other)
+        if key is not None and key in writes.PASSED and _lean_result(self, record_binary(op, self, other)):
+            return self
         dtype = result_dtype(op, self, other)
         if not np.can_cast(dtype, self.dtype, "same_kind"):
             raise TypeError(
@@ -491,11 +484,26 @@ class Array:
                 f"doesn't match the broadcast shape {fmt_shape(result.shape)}"
             )
         self._write(result, op=op)
+        if key is not None:
+            writes.remember(key)
         return self
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._readonly:  # NumPy checks this before the index, whatever is wrong with it
             raise ValueError("setitem: assignment destination is read-only (a broadcast view)")
+        sig = None
+        if type(self) in _LEAN:
+            view = plain_view(self, key)
+            if view is not None:
+                sig = _lean_setitem(self, view, value)
+                if sig is True:
+                    return
+        self._setitem(key, value)
+        if sig is not None:
+            writes.remember(sig)  # the checks passed: this signature takes the lean path from now on
+
+    def _setitem(self, key: Any, value: Any) -> None:
+        """`self[key] = value` by the general path: every check, at the user's line."""
         basic, template, operands = parse_index(self, key, "setitem", Array)
         items = key if isinstance(key, tuple) else (key,)
 
@@ -535,6 +543,14 @@ class Array:
             self._write(value, template, tuple(as_node(o, "setitem") for o in operands), element=limit)
 
     def __getitem__(self, key: Any) -> Array:
+        if type(self) in _LEAN:
+            view = plain_view(self, key)
+            if view is not None:
+                if view.shape:
+                    return Array(self._storage, view, self._readonly)
+                # NumPy: one element by integers is a scalar, i.e. a copy (`s = x[1, 2]; s += 1`)
+                base = self._storage.node
+                return Scalar(Storage(base if not base.shape else writes.view_node(base, view)))
         basic, template, operands = parse_index(self, key, "getitem", Array)
         if template is None:
             items = key if isinstance(key, tuple) else (key,)
@@ -558,7 +574,7 @@ class Scalar(Array):
     __slots__ = ()
 
     def _inplace(self, op: str, other: Any) -> Array:
-        return record(op, self, other)
+        return record_binary(op, self, other)
 
 
 # -- the lean recording path ------------------------------------------------------------------
@@ -709,3 +725,80 @@ def record_unary(op: str, x: Any) -> Array:
     if fallible:
         txn.note_origin(node)
     return Array(Storage(node))
+
+
+# -- the lean recording path of writes (lazygraph/writes.py) ------------------------------------
+
+#: array types whose reads and writes are Array's own (not ComplexPart, whose writes go back
+#: to its complex array): `a[i]`, `a[i] = v` and in-place operators take the lean path
+_LEAN = {Array, Scalar}
+
+
+def _inplace_sig(arr: Array, op: str, other: Any) -> tuple | None:
+    """The signature of `arr op= other` whose checks depend on it alone (None: general path only)."""
+    if type(arr) is not Array:
+        return None
+    opdef = REGISTRY[op]
+    if opdef.sig_cache is None or opdef.arity != 2:
+        return None
+    node = arr._storage.node if arr._view is None else arr.node
+    t = type(other)
+    if t in _PLAIN:
+        o = other._storage.node if other._view is None else other.node
+        return (opdef, node.dtype, node.shape, o.dtype, o.shape)
+    sig = _weak(other)
+    return None if sig is None else (opdef, node.dtype, node.shape, sig, None)
+
+
+def _lean_result(arr: Array, result: Array) -> bool:
+    """Store an in-place operator's result (its checks passed) into `arr`; False: the general path must."""
+    storage = arr._storage
+    base = storage.node
+    value = result._storage.node
+    if (storage.requires_grad and GRAD_STATE.enabled) or value.device is not base.device:
+        return False  # the general path raises, or places the value
+    view = arr._view
+    if view is None:
+        if value.dtype != base.dtype:
+            return False  # the general path records the cast
+        storage.set(value)
+    else:
+        storage.set(writes.assign_node(base, value, view))
+    return True
+
+
+def _lean_setitem(arr: Array, view: View, value: Any) -> tuple | bool | None:
+    """Record `arr[view] = value` when its signature passed the checks once (True).
+
+    Else the signature to remember once the general path has passed it, or None when this
+    write always takes the general path (a whole-buffer write, complex into real, other
+    values than arrays and Python scalars, another device, a parameter while grad is on).
+    """
+    storage = arr._storage
+    if storage.requires_grad and GRAD_STATE.enabled:
+        return None
+    base = storage.node
+    if view == contiguous(base.shape):
+        return None
+    t = type(value)
+    if t in _PLAIN:
+        if value._storage is storage and value._view == view:
+            # `a[i] += v` of a view wrote through it already: storing it onto itself is NumPy's no-op
+            return True
+        vnode = value._storage.node if value._view is None else value.node
+        if vnode.device is not base.device or (vnode.dtype.kind == "c" and base.dtype.kind not in "cb"):
+            return None
+        key = (base.dtype, base.shape, view.shape, view.strides, vnode.dtype, vnode.shape)
+        if key not in writes.PASSED:
+            return key
+    else:
+        sig = writes.scalar_sig(value, base.dtype)
+        if sig is None or base.device is None:
+            return None
+        key = (base.dtype, base.shape, view.shape, view.strides, sig, None)
+        if key not in writes.PASSED:
+            return key
+        vnode = Node(SCALAR, (), {}, (), _SCALAR_DTYPES[t], value)
+        vnode.device = base.device  # a Python scalar joins the array's device
+    storage.set(writes.assign_node(base, vnode, view))
+    return True

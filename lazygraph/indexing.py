@@ -48,6 +48,8 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
             ellipses += 1
         elif isinstance(it, (lazy, np.ndarray)) and it.dtype == np.bool_:
             consumed += it.ndim
+        elif isinstance(it, (bool, np.bool_)):
+            pass  # a 0-d boolean index adds an axis and consumes none
         elif isinstance(it, list) and np.asarray(it).dtype == np.bool_:
             consumed += np.asarray(it).ndim
         else:
@@ -69,13 +71,16 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
         else:
             expanded.append(it)
 
+    expanded, empty = _bool_scalars(expanded, op, lazy)
     if not any(_is_array_like(it, lazy) for it in expanded):
         basic: list[Any] = []
         dim = 0
-        for it in expanded:
+        for k, it in enumerate(expanded):
             if it is Ellipsis:
                 continue
             if it is None:
+                if k in empty:  # a False 0-d mask: the new axis has length 0
+                    empty[k] = sum(1 for b in basic if not _is_int(b))
                 basic.append(None)
                 continue
             if isinstance(it, slice):
@@ -88,7 +93,10 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
             else:
                 basic.append(_check_int(it, shape[dim], dim, op))
             dim += 1
-        return slice_view(arr.view_of(), tuple(basic)), None, []
+        view = slice_view(arr.view_of(), tuple(basic))
+        for pos in empty.values():
+            view = slice_view(view, (slice(None),) * pos + (slice(0, 0),))
+        return view, None, []
 
     template: list[tuple] = []
     operands: list[Any] = []
@@ -127,6 +135,31 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
     return None, tuple(template), operands
 
 
+def plain_view(arr: Array, key: Any) -> View | None:
+    """The view of a key of Python ints in range and slices of Python ints (`a[i]`, `u[1:-1, 1:-1]`).
+
+    None for any other key (the general path parses it and raises what is wrong). The lean
+    recording path of reads and writes (lazygraph/writes.py) starts here.
+    """
+    t = type(key)
+    if t is int:
+        shape = arr.shape
+        if not shape:
+            return None
+        n = shape[0]
+        if not -n <= key < n:
+            return None
+        return slice_view(arr.view_of(), (key % n,))
+    if t is tuple:
+        shape = arr.shape
+        if len(key) > len(shape):
+            return None
+        return _plain(arr, key, shape)
+    if t is slice:
+        return _plain(arr, (key,), arr.shape)
+    return None
+
+
 def _plain(arr: Array, items: tuple, shape: tuple[int, ...]) -> View | None:
     """The view of the common keys (Python ints in range, slices of Python ints), else None.
 
@@ -149,6 +182,37 @@ def _plain(arr: Array, items: tuple, shape: tuple[int, ...]) -> View | None:
         else:
             return None
     return slice_view(arr.view_of(), tuple(basic))
+
+
+def _bool_scalars(items: list, op: str, lazy: type) -> tuple[list, dict[int, int]]:
+    """0-d boolean indices (NumPy: a new axis of length 1 for True, 0 for False) as a None item.
+
+    NumPy reads them as advanced indices, broadcast with the integers of the key into one axis
+    (length 1 if every boolean is True, else 0), placed where the first of them stands when
+    they are adjacent, else first. Returns the items and {position of that axis' None: 0} when
+    its length is 0 (the result axis is filled in by the caller). A lazy 0-d mask is evaluated:
+    the result's shape depends on it. Mixed with index arrays it is refused.
+    """
+    found = [
+        k
+        for k, it in enumerate(items)
+        if isinstance(it, (bool, np.bool_))
+        or (isinstance(it, (lazy, np.ndarray)) and it.dtype == np.bool_ and it.ndim == 0)
+    ]
+    if not found:
+        return items, {}
+    if any(_is_array_like(it, lazy) for k, it in enumerate(items) if k not in found):
+        raise IndexError(
+            f"{op}: a 0-d boolean index combined with index arrays is not supported; "
+            "index with the arrays first, then with the boolean"
+        )
+    truth = all(bool(items[k].numpy() if isinstance(items[k], lazy) else items[k]) for k in found)
+    advanced = sorted(found + [k for k, it in enumerate(items) if _is_int(it)])
+    adjacent = advanced == list(range(advanced[0], advanced[-1] + 1))
+    at = advanced[0] if adjacent else 0
+    out = [it for k, it in enumerate(items) if k not in found]
+    out.insert(at - sum(1 for k in found if k < at), None)
+    return out, ({} if truth else {at - sum(1 for k in found if k < at): 0})
 
 
 def _slice_ints(s: slice, op: str) -> slice:

@@ -226,3 +226,151 @@ def test_a_written_view_of_the_base_keeps_old_values_for_later_readers():
     vals = [base, materialize(base, slice_view(contiguous((8,)), (slice(1, 5),)))]
     assert _assign_in_place(vals, (0, 1), np.dtype(np.float64), attrs) is None
     np.testing.assert_array_equal(base, np.arange(8.0))
+
+
+# -- the lean recording path of writes (lazygraph/writes.py): a signature's second write on ----
+
+
+def _twice(fn):
+    """Run `fn` twice: the first takes the general path, the second the lean one once it passed."""
+    return fn(), fn()
+
+
+def test_lean_writes_match_numpy_in_loops():
+    def prog(xp):
+        a = xp.zeros(6)
+        ai = xp.asarray(np.arange(6, dtype=np.int16))
+        b = xp.asarray(np.arange(12.0).reshape(3, 4))
+        f32 = xp.zeros((3, 4), dtype=np.float32)
+        flags = xp.zeros(4, dtype=bool)
+        row = xp.asarray(np.arange(4.0))
+        for i in range(9):
+            a[i % 6] += 1.5
+            a[(i + 1) % 6] -= a[i % 6]  # one element read then written
+            ai[i % 6] += 1.5  # NumPy: int(a[i] + 1.5), a scalar's in-place op rebinds
+            ai[i % 6] += 3
+            ai[-1] = -7
+            b[i % 3] += row  # a row view: written through the view, then stored onto itself
+            b[i % 3, 1:3] *= 2.0
+            b[:, i % 4] = b[:, (i + 1) % 4]  # a column from another column of the same base
+            f32[i % 3] = row  # float64 values into a float32 row
+            f32[i % 3, 0] = 0.25
+            flags[i % 4] = i % 2
+            flags[(i + 1) % 4] = True
+            v = b[1]
+            v += 1.0  # a view kept across writes sees them, and its writes reach the base
+            if i % 4 == 3:
+                a.sum().item()
+        return a, ai, b, f32, flags, v
+
+    both(prog)
+
+
+def test_lean_writes_keep_aliasing_and_old_values():
+    def prog(xp):
+        a = xp.asarray(np.arange(12.0).reshape(3, 4))
+        r = a[1]
+        s = a[1, 2]  # a scalar: a copy, later writes miss it
+        before = a[1] * 1
+        for _ in range(3):
+            a[1] += 1.0
+            a[1, 2] = 5.0
+            r[0] = r[3]
+        a[2] = a[2]  # onto itself: nothing changes
+        r[:] = r
+        return a, r, s, before
+
+    both(prog)
+
+
+def test_lean_setitem_errors_come_every_time():
+    a = lg.zeros((3, 4))
+    a[0] = lg.ones(4)
+    a[0] = lg.ones(4)  # the signature passed: lean from now on
+    for _ in range(2):
+        with pytest.raises(ValueError, match="could not broadcast input array from shape"):
+            a[1] = lg.ones(3)
+        with pytest.raises(ValueError, match="setting an array element with a sequence"):
+            a[1, 2] = lg.ones(2)
+    i8 = lg.zeros(3, dtype=np.int8)
+    u8 = lg.zeros(3, dtype=np.uint8)
+    _twice(lambda: i8.__setitem__(0, 100))
+    _twice(lambda: u8.__setitem__(0, 5))
+    for _ in range(2):
+        with pytest.raises(OverflowError, match="setitem"):
+            i8[1] = 300
+        with pytest.raises(OverflowError, match="setitem"):
+            u8[1] = -1
+        with pytest.raises(ValueError, match="setitem"):
+            i8[1] = float("nan")
+    np.testing.assert_array_equal(i8.numpy(), [100, 0, 0])
+    np.testing.assert_array_equal(u8.numpy(), [5, 0, 0])
+
+
+def test_lean_inplace_errors_come_every_time():
+    x = lg.zeros(4, dtype=np.int32)
+    v = x[1:3]
+    _twice(lambda: v.__iadd__(2))
+    for _ in range(2):
+        with pytest.raises(TypeError, match="cannot cast output from float64 to int32"):
+            v += 1.5
+        with pytest.raises(ValueError, match="non-broadcastable output operand"):
+            v += lg.ones((2, 2), dtype=np.int32)
+    b = lg.broadcast_to(lg.zeros(3), (2, 3))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="read-only"):
+            b += 1.0
+        with pytest.raises(ValueError, match="read-only"):
+            b[0] = 1.0
+    np.testing.assert_array_equal(x.numpy(), [0, 4, 4, 0])
+
+
+def test_lean_writes_warn_and_guard_like_the_general_path():
+    from numpy.exceptions import ComplexWarning
+
+    a = lg.zeros(3)
+    z = lg.asarray(np.array([1 + 2j, 3 + 4j]))
+    for _ in range(2):
+        with pytest.warns(ComplexWarning):
+            a[:2] = z
+    np.testing.assert_array_equal(a.numpy(), [1.0, 3.0, 0.0])
+    f32 = lg.zeros(2, dtype=np.float32)
+    for _ in range(2):  # a value too large for float32: NumPy warns at the write
+        with pytest.warns(RuntimeWarning, match="overflow"):
+            f32[0] = 1e300
+    w = lg.zeros(3)
+    w.requires_grad = True
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="requires grad"):
+            w[0] = 1.0
+    with lg.no_grad():
+        for _ in range(2):
+            w[0] += 2.0
+    np.testing.assert_array_equal(w.numpy(), [4.0, 0.0, 0.0])
+
+
+def test_lean_writes_record_what_the_general_path_records():
+    from cache.key import hint_of, kid_of
+    from lazygraph import writes
+
+    def prog():
+        a = lg.zeros((7, 13)) + 0.0
+        a[3] += lg.ones(13)
+        a[2, 5] = 1.5
+        a[4, 1:5] = a[5, 2:6]
+        a[6, 0] += 2
+        return a
+
+    general = prog()  # a shape no other test writes: every write takes the general path
+    before = len(writes.PASSED)
+    lean = prog()
+    assert len(writes.PASSED) == before  # nothing new to learn: every write was lean
+    g, n = general._storage.node, lean._storage.node
+    while g.op.name == "assign":
+        assert n.op is g.op and n.attrs == g.attrs and n.kid == kid_of(g)
+        assert n.inputs[1].op is g.inputs[1].op and n.inputs[1].shape == g.inputs[1].shape
+        g, n = g.inputs[0], n.inputs[0]
+    assert n.op is g.op
+    # the structural key's hint as recorded equals the one a walk derives
+    assert lean._storage.node.h == hint_of(general._storage.node)
+    np.testing.assert_array_equal(general.numpy(), lean.numpy())

@@ -1,0 +1,116 @@
+"""The lean recording path of views and writes (`a[i]`, `a[i] = v`, `a[i] += v`, `v += w`).
+
+A loop of small writes records a view, an operation and an `assign` per iteration, so what
+each costs at record time is what the loop costs. What the general path finds for a write
+(the target's shape against the value's, NumPy's conversion checks on a Python scalar, the
+in-place operator's casting rule) depends only on a signature: the base's dtype and shape,
+the view's shape and strides, the value's dtype and shape (a Python scalar's type and, for an
+int, which integer dtypes hold it). lazygraph/array.py runs the general path, which raises
+any error at the user's line, the first time it meets a signature, and remembers here the
+signatures that passed; later writes of that signature build their nodes directly
+(`assign_node`, `view_node`), with the structural key's parts (`kid`, `h`) computed as the
+general path would. A signature that failed is never remembered, so it fails again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cache.key import hint_of, kid_of
+from lazygraph.engine.attempt import RELEASED
+from lazygraph.gradmode import GRAD_STATE
+from ops.base import REGISTRY, _weak_sig
+from ops.node import Node
+from ops.views import View, materialize
+
+VIEW = REGISTRY["view"]
+ASSIGN = REGISTRY["assign"]
+BUFFER = REGISTRY["buffer"]
+#: most signatures each memo holds before it starts over
+LIMIT = 4096
+#: write signatures whose checks passed once (setitem's, and the in-place operators')
+PASSED: dict[tuple, bool] = {}
+#: (op, base dtype, base shape, view shape, view strides) -> the node's interned local id
+_KIDS: dict[tuple, int] = {}
+_SMALL_INT = _weak_sig(0)  # every integer dtype holds 0..127
+_SMALL_NEG = _weak_sig(-1)  # every signed one -128..-1
+#: a float this small in magnitude fits every float dtype (float16's largest is 65504)
+_F16_MAX = 65504.0
+
+
+def scalar_sig(x: Any, dtype: np.dtype) -> Any:
+    """The signature of a Python scalar written into a `dtype` array, or None for the general path.
+
+    Only values whose conversion checks (NumPy's errors and warnings on storing them) depend on
+    the signature alone: bools, ints by which integer dtypes hold them, and floats into floating
+    arrays when no overflow is possible. Complex values and the rest take the general path.
+    """
+    t = type(x)
+    kind = dtype.kind
+    if t is float:
+        if kind in "fc" and (-_F16_MAX < x < _F16_MAX or x != x or dtype.itemsize >= 8):
+            return float
+        return None
+    if t is int:
+        if 0 <= x <= 127:
+            return _SMALL_INT
+        if -128 <= x < 0:
+            return _SMALL_NEG
+        return _weak_sig(x) if kind in "iub" else None
+    if t is bool:
+        return bool
+    return None
+
+
+def remember(key: tuple) -> None:
+    """Note that a write of this signature passed the general path's checks."""
+    if len(PASSED) >= LIMIT:
+        PASSED.clear()
+    PASSED[key] = True
+
+
+def _kid(node: Node, view: View) -> int:
+    """The interned local id of a view or assign node (it depends on the view's class only)."""
+    key = (node.op, node.dtype, node.shape, view.shape, view.strides)
+    k = _KIDS.get(key)
+    if k is None:
+        if len(_KIDS) >= LIMIT:
+            _KIDS.clear()
+        k = _KIDS[key] = kid_of(node)
+    return k
+
+
+def assign_node(base: Node, value: Node, view: View) -> Node:
+    """The `assign` writing `value` through `view` of `base`, as the general path records it."""
+    node = Node(ASSIGN, (base, value), {"view": view, "index": None}, base.shape, base.dtype)
+    k = node.kid = _kid(node, view)
+    hb = base.h
+    hv = value.h
+    node.h = hash((k, hint_of(base) if hb is None else hb, hint_of(value) if hv is None else hv))
+    if base.dtype.kind in "fc":  # gradmode.track
+        if GRAD_STATE.enabled:
+            if base.requires_grad or value.requires_grad:
+                node.requires_grad = True
+        else:
+            node.grad_leaf = True
+    return node
+
+
+def view_node(base: Node, view: View) -> Node:
+    """The node reading `view` of `base` (not the whole base): a free buffer view once `base` is held."""
+    buf = base.buffer
+    if buf is not None and not base.requires_grad:
+        node = Node(BUFFER, (), {}, view.shape, base.dtype, buffer=materialize(buf, view))
+        node.device = base.device
+        node.static = base.static  # w.T of frozen weights is model state too
+        if base in RELEASED:  # its history is gone: grad() must know (autograd.py)
+            RELEASED.add(node)
+        return node
+    node = Node(VIEW, (base,), {"view": view}, view.shape, base.dtype)
+    node.requires_grad = base.requires_grad
+    k = node.kid = _kid(node, view)
+    hb = base.h
+    node.h = hash((k, hint_of(base) if hb is None else hb))
+    return node
