@@ -4,21 +4,27 @@
 Installed once, when the package is imported. `out=` takes a lazy array and is a recorded write
 into it (views of it see the result, as in NumPy). `fill`, `put` and `flat[...] = v` are
 recorded writes too. Evaluation points: `tobytes`, `tofile`, `dump`, `dumps` and iterating
-`a.flat` (they hand out the values). What a lazy array cannot do raises a `TypeError` that says
-so: `resize` (an in-place change of shape), `view` with a dtype of another item size,
-`getfield`/`setfield`, `setflags`.
+`a.flat` (they hand out the values). `a.view(dtype)` reads the bytes as another dtype (a
+`bitcast`: writes through it are recorded into `a`), `a.resize(shape)` changes the array in
+place (zero-padded, NumPy's ownership checks). What a lazy array cannot do raises a `TypeError`
+that says so: `byteswap`, `getfield`/`setfield`, `setflags`.
 """
 
 from __future__ import annotations
 
+import builtins
+import operator
 import pickle
+import sys
 from typing import Any
 
 import numpy as np
 
+import ops.bitcast  # noqa: F401  (registers the operator)
 from lazygraph import api, creation, numlib, numlib_index, numlib_math, numlib_tricks
-from lazygraph.array import Array
-from lazygraph.shape import broadcast_to, ravel, squeeze
+from lazygraph.array import Array, Storage, record
+from lazygraph.shape import broadcast_to, concat, ravel, reshape, squeeze
+from ops.bitcast import bitcast_shape
 
 _NO_VALUE: Any = np._NoValue
 
@@ -306,16 +312,70 @@ class FlatIter:
         return ravel(self.base).copy()
 
 
+class DtypeView(Array):
+    """`a.view(dtype)` with another dtype: reads follow `a`'s bytes, writes are recorded into `a`.
+
+    A lazy value is not memory, so the view is the `bitcast` of `a`'s current value, re-read
+    whenever `a` was written since; writing into the view (`b[...] = v`, `b += 1`) records the
+    view's new bytes, cast back, as a write into `a`. Arrays derived from the view (`b[1:]`,
+    `b + 1`) are ordinary values, as for `z.real`.
+    """
+
+    __slots__ = ("_owner", "_seen")
+
+    def __init__(self, owner: Array, dtype: np.dtype) -> None:
+        super().__init__(record("bitcast", owner, dtype=dtype)._storage, readonly=owner._readonly)
+        self._owner, self._seen = owner, owner.node
+
+    def _refresh(self) -> None:
+        owner = self._owner.node
+        if owner is not self._seen:  # `a` was written since: read its bytes again
+            self._seen = owner
+            self._storage.set(record("bitcast", self._owner, dtype=self.dtype).node)
+
+    @property
+    def node(self) -> Any:
+        """The owner's current bytes as this dtype (or what was written through the view)."""
+        self._refresh()
+        return Array.node.fget(self)
+
+    def _derive(self, view: Any, readonly: bool = False) -> Array:
+        self._refresh()
+        return super()._derive(view, readonly)
+
+    def _write_back(self) -> None:
+        back = record("bitcast", Array(self._storage), dtype=self._owner.dtype)
+        self._owner._write(back, op="view assignment")
+        self._seen = self._owner.node
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._refresh()
+        super().__setitem__(key, value)
+        self._write_back()
+
+    def _inplace(self, op: str, other: Any) -> Array:
+        self._refresh()
+        super()._inplace(op, other)
+        self._write_back()
+        return self
+
+
 def _view(self: Array, dtype: Any = None, type: Any = None) -> Array:  # noqa: A002
-    """A view of the same data; only a dtype of the same kind and size is supported lazily."""
+    """A view of the same data; another dtype reads (and writes) the bytes as NumPy's view does."""
+    if isinstance(dtype, builtins.type) and issubclass(dtype, np.ndarray):
+        dtype, type = None, dtype  # noqa: A001  (NumPy: a.view(ndarray_subclass))
     if type is not None:
         raise TypeError("view: type= (an ndarray subclass) is not supported by lazygraph arrays")
     if dtype is None or np.dtype(dtype) == self.dtype:
         return self[...]
-    raise TypeError(
-        f"view: reinterpreting {self.dtype} as {np.dtype(dtype)} is not supported lazily; "
-        "use a.astype(dtype) to convert values, or np.asarray(a).view(dtype) on the evaluated array"
-    )
+    new = np.dtype(dtype)
+    if new.itemsize != self.dtype.itemsize and self.ndim and self.shape[-1] != 1:
+        if self.view_of().strides[-1] != 1:
+            raise ValueError(
+                "view: To change to a dtype of a different size, the last axis must be contiguous"
+            )
+    bitcast_shape(self.shape, self.dtype, new)  # NumPy's errors now, at the user's line
+    return DtypeView(self, new)
 
 
 def _tobytes(self: Array, order: str = "C") -> bytes:
@@ -351,11 +411,33 @@ def _byteswap(self: Array, inplace: bool = False) -> Array:
 
 
 def _resize(self: Array, *new_shape: Any, refcheck: bool = True) -> None:
-    """In-place change of shape: not supported (a clear error; `lg.resize` returns a new array)."""
-    raise TypeError(
-        "resize: a lazygraph array cannot change its shape in place; use b = lg.resize(a, shape) "
-        "(a new array) or a.reshape(shape)"
-    )
+    """NumPy's in-place `a.resize(shape)`: the flattened data cut or padded with zeros, recorded lazily.
+
+    As in NumPy, only an array that owns its data can be resized, and with `refcheck` not one
+    that other arrays view. The array then holds a new buffer: views taken earlier (with
+    refcheck=False) keep reading the old one, where NumPy would leave them dangling.
+    """
+    if len(new_shape) == 1 and not isinstance(new_shape[0], (int, np.integer)):
+        new_shape = tuple(new_shape[0]) if new_shape[0] is not None else ()
+    shape = tuple(operator.index(d) for d in new_shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"resize: negative dimensions not allowed (got {shape})")
+    if self._view is not None or type(self) is not Array:
+        raise ValueError("resize: cannot resize this array: it does not own its data")
+    storage = self._storage
+    if storage.requires_grad:
+        raise ValueError("resize: cannot resize an array that requires grad (a leaf of differentiation)")
+    # the storage's references: this array's slot and getrefcount's argument; more are views
+    if refcheck and sys.getrefcount(storage) > 3:
+        raise ValueError(
+            "resize: cannot resize an array that references or is referenced by another array "
+            "in this way; use the lg.resize function (a new array) or refcheck=False"
+        )
+    size = int(np.prod(shape, dtype=np.int64))
+    flat = ravel(self)[:size]
+    if flat.size < size:
+        flat = concat([flat, creation.zeros((size - flat.size,), dtype=self.dtype)])
+    self._storage = Storage(reshape(flat, shape).node)
 
 
 def _unsupported(name: str, why: str):

@@ -1,8 +1,8 @@
 """Sorting, searching, counting and set functions on lazy arrays (NumPy's and the Array API's).
 
 Recorded lazily: ``sort``, ``argsort`` (always stable; NaN last; ``descending`` as the Array
-API has it), ``partition`` and ``argpartition`` (the stable full sort, which meets the
-partition contract: deterministic, O(n log n) rather than NumPy's selection), ``searchsorted``,
+API has it), ``partition`` and ``argpartition`` (NumPy's O(n) introselect: the values equal
+NumPy's), ``searchsorted``,
 ``digitize`` (static bins), ``histogram_bin_edges`` and ``histogram`` (int bins with an explicit
 range, or array bins), ``bincount`` of unsigned or bool input when ``minlength`` bounds it, and
 the quantiles of ``numlib_quantile``.
@@ -104,19 +104,18 @@ def _partition(name: str, a: Any, kth: Any, axis: int | None, kind: str, order: 
         normalize_axis(name, axis, x.ndim)
     axis = normalize_axis(name, axis, x.ndim)
     _kth(name, kth, x.shape[axis], x.size)
-    return record("argsort" if name == "argpartition" else "sort", x, axis=axis)
+    return record(name, x, axis=axis, kth=tuple(np.asarray(kth).reshape(-1).tolist()))
 
 
 def partition(a: Any, kth: Any, axis: int | None = -1, kind: str = "introselect", order: Any = None) -> Array:
-    """A copy with the kth elements in sorted position, smaller before, larger after (the stable sort)."""
+    """A copy with the kth elements in sorted position, smaller before, larger after (NumPy's O(n) selection)."""
     return _partition("partition", a, kth, axis, kind, order)
 
 
 def argpartition(
     a: Any, kth: Any, axis: int | None = -1, kind: str = "introselect", order: Any = None
 ) -> Array:
-    """Indices that partition around kth (the stable argsort, one valid answer): k smallest without a full
-    ordering in NumPy, here the sorted order."""
+    """Indices that partition around kth (NumPy's O(n) selection): the k smallest without a full ordering."""
     return _partition("argpartition", a, kth, axis, kind, order)
 
 

@@ -176,10 +176,37 @@ _UNARY_DECLS: tuple[tuple, ...] = (
     ("bitwise_invert", np.invert, {"iu": "~{0}", "b": "!{0}"}, 1, None),
 )
 
+
+def _written(result: Any, out: Any) -> Any:
+    """`result` returned, or copied into a ufunc-style `out=` (an array or a 1-tuple) and that returned."""
+    if out is None:
+        return result
+    target = out[0] if isinstance(out, tuple) else out
+    np.copyto(target, result, casting="same_kind")
+    return target
+
+
+def expm1_std(x: Any, out: Any = None) -> Any:
+    """NumPy's expm1 with the Array API's complex special values (exp(z) - 1 at zero and non-finite z)."""
+    res = np.expm1(x)
+    if res.dtype.kind == "c":
+        x = np.asarray(x)
+        fix = ~np.isfinite(x) | (x == 0)
+        if fix.any():
+            res = np.array(res, copy=True)
+            with np.errstate(all="ignore"):
+                # exp's special values are the standard's; minus 1 keeps the imaginary part's sign
+                np.copyto(res, np.exp(x) - 1, where=fix)
+    return _written(res, out)
+
+
+# operators whose reference is the ufunc plus the Array API's special values (same dtype rule)
+_STANDARD = {"expm1": expm1_std}
+
 for _name, _fn_, _tpl, _cost, _z3 in _BINARY_DECLS:
-    declare_elementwise(_name, _fn_, 2, jit=_tpl, jit_cost=_cost, z3=_z3)
+    declare_elementwise(_name, _STANDARD.get(_name, _fn_), 2, dtype_fn=_fn_, jit=_tpl, jit_cost=_cost, z3=_z3)
 for _name, _fn_, _tpl, _cost, _z3 in _UNARY_DECLS:
-    declare_elementwise(_name, _fn_, 1, jit=_tpl, jit_cost=_cost, z3=_z3)
+    declare_elementwise(_name, _STANDARD.get(_name, _fn_), 1, dtype_fn=_fn_, jit=_tpl, jit_cost=_cost, z3=_z3)
 
 #: name -> NumPy ufunc of the plain ufunc operators (the front end's namespace is built from them)
 BINARY: dict[str, Callable] = {d[0]: d[1] for d in _BINARY_DECLS}

@@ -1,11 +1,12 @@
-"""Sorting and searching: `sort`, `argsort` (stable, NaN last, optionally descending) and `searchsorted`.
+"""Sorting and searching: `sort`, `argsort` (stable, NaN last, optionally descending), `partition`,
+`argpartition` (NumPy's O(n) selection) and `searchsorted`.
 
 Both sorts are stable whatever the caller asks for, so a graph means one result: equal
 elements keep their order, NaN goes last (NumPy's order), and a descending sort keeps equal
 elements in their original order too (the Array API's rule), which puts NaN first. `sort`
-is differentiable: the cotangent of each output element goes back to the input element the
-stable sort placed there (ties: the one it chose). Partitions, medians and quantiles are
-compositions of these in `lazygraph/numlib_sort.py` and `lazygraph/numlib_quantile.py`.
+and `partition` are differentiable: the cotangent of each output element goes back to the
+input element placed there (ties: the one chosen). Medians and quantiles are compositions of
+these in `lazygraph/numlib_quantile.py`.
 """
 
 from __future__ import annotations
@@ -106,7 +107,50 @@ class SearchSorted(Op):
         return xp.asarray(xp.searchsorted(a, v, side=side, sorter=sorter))
 
 
-for _op in (Sort("sort"), Sort("argsort"), SearchSorted()):
+class Partition(Op):
+    """NumPy's introselect partition along one axis around static `kth`; argpartition gives indices.
+
+    O(n) per slice, as NumPy's. The arrangement of the elements on either side of each kth is
+    NumPy's own (the kernel is NumPy's), so the values equal NumPy's exactly.
+    """
+
+    kind = "sort"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.arg = name == "argpartition"
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Same shape; argpartition's dtype is intp. kth: ints in [-n, n) (any for an empty array)."""
+        (x,) = inputs
+        unknown = set(attrs) - {"axis", "kth"}
+        if unknown:
+            raise TypeError(f"{self.name}: unknown attribute(s) {', '.join(sorted(unknown))}")
+        if x.ndim == 0:
+            raise shape_error(self.name, "a 0-d array cannot be partitioned (reshape it to 1-d)", inputs)
+        if x.dtype.kind not in "biufc":
+            raise type_error(self.name, f"cannot partition dtype {x.dtype}", inputs)
+        axis = normalize_axis(self.name, attrs.get("axis", -1), x.ndim)
+        n = x.shape[axis]
+        kth = tuple(int(k) for k in np.asarray(attrs.get("kth", ()), dtype=np.int64).reshape(-1))
+        if x.size:
+            for k in kth:
+                if not -n <= k < n:
+                    raise ValueError(f"{self.name}: kth(={k}) out of bounds ({n})")
+            kth = tuple(sorted({k % n for k in kth}))
+        else:
+            kth = ()
+        dtype = np.dtype(np.intp) if self.arg else x.dtype
+        return x.shape, dtype, {"axis": axis, "kth": kth}
+
+    def kernel(self, x: Any, axis: int, kth: tuple[int, ...]) -> Any:
+        """NumPy's (or CuPy's) partition/argpartition (no kth: the elements as they are)."""
+        xp = array_namespace(x)
+        fn = xp.argpartition if self.arg else xp.partition
+        return fn(x, np.asarray(kth, dtype=np.intp), axis=axis)
+
+
+for _op in (Sort("sort"), Sort("argsort"), SearchSorted(), Partition("partition"), Partition("argpartition")):
     declare(_op)
 
 
@@ -132,3 +176,11 @@ def _sort_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     if axis is None:
         return (scatter_along(F, g, idx, 0, (x.size,)).reshape(x.shape),)
     return (scatter_along(F, g, idx, axis, x.shape),)
+
+
+@defvjp("partition")
+def _partition_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    # argpartition places the same values where partition does: each cotangent goes back there
+    x = xs[0]
+    idx = F.record("argpartition", x, axis=attrs["axis"], kth=attrs["kth"])
+    return (scatter_along(F, g, idx, attrs["axis"], x.shape),)

@@ -169,9 +169,8 @@ def test_view_bytes_pickles_and_clear_errors():
     assert a.view(np.int32).shape == (2, 3)
     assert a.tobytes() == x.tobytes() and a.T.tobytes("F") == x.T.tobytes("F")
     np.testing.assert_array_equal(pickle.loads(a.dumps()), x)
-    with pytest.raises(TypeError, match="astype"):
-        a.view(np.float32)
-    with pytest.raises(TypeError, match="in place"):
+    np.testing.assert_array_equal(a.view(np.float32), x.view(np.float32))  # the bytes reread
+    with pytest.raises(ValueError, match="referenced"):  # v views a: NumPy refuses too
         a.resize((3, 2))
     for call in (lambda: a.byteswap(), lambda: a.getfield(np.int16), lambda: a.setflags(write=False)):
         with pytest.raises(TypeError):
