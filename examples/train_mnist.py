@@ -5,6 +5,7 @@
     python3 examples/train_mnist.py --data ~/mnist       # the full set from the IDX files
     python3 examples/train_mnist.py --device cuda        # on a GPU (CuPy); cuda-emulated: the
                                                          # same CUDA kernels run on the host (slow)
+    mpiexec -n 2 python3 examples/train_mnist.py --distributed   # data-parallel over 2 processes
 
 Model (Table 3 of the paper): conv 5x5 1->64 + ReLU, maxpool 2, conv 5x5 64->64 + ReLU,
 maxpool 2 ('same' padding, so the FC layer sees 64*7*7 = 3136 features), FC 1024 + ReLU,
@@ -14,6 +15,10 @@ FC 1024->10, softmax cross-entropy; batch 256. Without --data it trains on the b
 Each training step is written as ordinary imperative code, and `opt.step()` is its one
 evaluation point: forward, backward and update run as one graph, and the loss read
 afterwards is already computed. The last line printed is `test accuracy: <percent>`.
+
+With --distributed (under mpiexec) the model is wrapped in `nn.DataParallel`: every process
+takes its shard of each batch (the global batch stays --batch-size), the gradients are
+averaged inside each step's graph, and only rank 0 prints.
 """
 
 from __future__ import annotations
@@ -67,22 +72,36 @@ def even_batch_size(n: int, batch_size: int) -> int:
 def evaluate_accuracy(
     model: nn.Module, x: np.ndarray, y: np.ndarray, batch_size: int, device: str = "cpu"
 ) -> float:
-    """Fraction of correctly classified examples (inference mode, no gradients)."""
+    """Fraction of correctly classified examples (inference mode, no gradients).
+
+    In a distributed run each rank classifies its share of the examples and the counts are summed.
+    """
+    rank, world = lg.distributed.rank(), lg.distributed.world_size()
+    mine = slice(rank * len(y) // world, (rank + 1) * len(y) // world)
     model.eval()
     correct = 0
     with lg.no_grad():
-        for xb, yb in batches(x, y, even_batch_size(len(y), batch_size)):
+        for xb, yb in batches(x[mine], y[mine], even_batch_size(len(y[mine]), batch_size)):
             pred = model(lg.asarray(xb, device=device)).argmax(axis=1)
             correct += int((pred == yb).sum())
     model.train()
+    if world > 1:
+        correct = int(lg.distributed.all_reduce(lg.asarray(correct)))
     return correct / len(y)
+
+
+def say(*args: object, **kwargs: object) -> None:
+    """print, on rank 0 only (every rank of a distributed run computes the same figures)."""
+    if lg.distributed.rank() == 0:
+        print(*args, **kwargs)
 
 
 class Progress:
     """A tqdm bar per epoch, or one plain line at the end of it when tqdm is missing."""
 
     def __init__(self, total: int, desc: str) -> None:
-        self.bar = tqdm(total=total, desc=desc, unit="step", leave=False, file=sys.stderr) if tqdm else None
+        show = tqdm is not None and lg.distributed.rank() == 0
+        self.bar = tqdm(total=total, desc=desc, unit="step", leave=False, file=sys.stderr) if show else None
 
     def update(self, loss: float) -> None:
         """Advance one step, showing the running loss."""
@@ -110,23 +129,39 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--data", metavar="DIR", help="folder with the MNIST IDX files (default: bundled sample)")
     ap.add_argument("--limit", type=int, default=0, help="train on the first N examples only (smoke runs)")
+    ap.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel over the processes of `mpiexec -n N` (each takes 1/N of every batch)",
+    )
     return ap
 
 
 def train(args: argparse.Namespace) -> float:
     """Train, report each epoch, and return the final test accuracy."""
     lg.manual_seed(args.seed)
+    rank, world = 0, 1
+    if args.distributed:
+        lg.distributed.init()
+        rank, world = lg.distributed.rank(), lg.distributed.world_size()
+        if args.batch_size % world:
+            raise SystemExit(
+                f"train_mnist: --batch-size {args.batch_size} does not split over {world} processes"
+            )
+    shard = slice(rank * args.batch_size // world, (rank + 1) * args.batch_size // world)
     data = load_mnist(args.data)
     x_train, y_train = prepare(data.x_train), data.y_train.astype(np.int64)
     x_test, y_test = prepare(data.x_test), data.y_test.astype(np.int64)
     if args.limit:
         x_train, y_train = x_train[: args.limit], y_train[: args.limit]
-    print(
+    say(
         f"MNIST: {len(y_train)} training and {len(y_test)} test digits; batch {args.batch_size}, "
-        f"Adam lr {args.lr}, device {args.device}"
+        f"Adam lr {args.lr}, device {args.device}" + (f", {world} processes" if args.distributed else "")
     )
 
     model = dali_cnn().to(args.device)
+    if args.distributed:
+        model = nn.DataParallel(model)  # rank 0's weights everywhere; gradients averaged each step
     opt = lg.optim.Adam(model.parameters(), lr=args.lr)
     rng = np.random.default_rng(args.seed)
     # Full batches only (a different order each epoch): a last, smaller batch would be a
@@ -139,7 +174,7 @@ def train(args: argparse.Namespace) -> float:
         bar = Progress(steps, f"epoch {epoch}/{args.epochs}")
         total = 0.0
         for xb, yb in batches(x_train, y_train, args.batch_size, shuffle=True, rng=rng, drop_last=drop_last):
-            xb, yb = lg.asarray(xb, device=args.device), lg.asarray(yb, device=args.device)
+            xb, yb = lg.asarray(xb[shard], device=args.device), lg.asarray(yb[shard], device=args.device)
             loss = nn.functional.cross_entropy(model(xb), yb)
             opt.zero_grad()
             loss.backward()
@@ -148,9 +183,11 @@ def train(args: argparse.Namespace) -> float:
             total += value
             bar.update(value)
         bar.close()
+        if world > 1:  # the mean over every rank's shard: the loss of the whole batch
+            total = float(lg.distributed.all_reduce(lg.asarray(total), "mean"))
         acc = evaluate_accuracy(model, x_test, y_test, args.batch_size, args.device)
         seconds = time.perf_counter() - t0
-        print(
+        say(
             f"epoch {epoch}/{args.epochs}: train loss {total / steps:.4f}, "
             f"test accuracy {acc:.2%}, {seconds:.1f} s",
             flush=True,
@@ -159,13 +196,13 @@ def train(args: argparse.Namespace) -> float:
     cache = getattr(lg, "cache", None)
     if cache is not None and hasattr(cache, "stats"):
         st = cache.stats()
-        print(f"distinct graphs evaluated: {st['distinct_graphs']}, cache hit rate: {st['hit_rate']:.1%}")
+        say(f"distinct graphs evaluated: {st['distinct_graphs']}, cache hit rate: {st['hit_rate']:.1%}")
     else:
         n = lg.debug.evaluation_stats()["evaluations"]
-        print(
+        say(
             f"graphs evaluated: {n} (distinct graphs and the hit rate are counted by lg.cache, not in this build)"
         )
-    print(f"test accuracy: {acc * 100:.2f}%")
+    say(f"test accuracy: {acc * 100:.2f}%")
     return acc
 
 

@@ -32,7 +32,6 @@ from lazygraph.engine.evaluate import evaluate
 from lazygraph.gradmode import enable_grad, no_grad
 from lazygraph.shape import copy
 
-
 #: weak references to callables every step runs first with the parameters that have gradients:
 #: lazygraph.nn.parallel.DataParallel records their all-reduce there, inside the step's graph
 GRAD_HOOKS: list[weakref.WeakMethod] = []

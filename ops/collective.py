@@ -135,7 +135,11 @@ class CollectiveStart(Op):
             raise TypeError(f"{self.name}: expected (array, token), got {len(inputs)} operands")
         attrs = _check(self.name, inputs[0], attrs)
         x = inputs[0]
-        return out_shape(attrs["kind"], x.shape, attrs), out_dtype(attrs["kind"], attrs.get("reduction", ""), x.dtype), attrs
+        return (
+            out_shape(attrs["kind"], x.shape, attrs),
+            out_dtype(attrs["kind"], attrs.get("reduction", ""), x.dtype),
+            attrs,
+        )
 
     def kernel(self, x: Any, token: Any, **attrs: Any) -> Any:
         """Hand the array to the transport: the transfer starts, the placeholder comes back."""
@@ -172,7 +176,9 @@ class CollectiveShard(Op):
         axis = normalize_axis(self.name, attrs.get("axis", 0), x.ndim)
         if x.shape[axis] % world:
             raise shape_error(
-                self.name, f"axis {axis} of {fmt_shape(x.shape)} does not split into {world} equal parts", (x,)
+                self.name,
+                f"axis {axis} of {fmt_shape(x.shape)} does not split into {world} equal parts",
+                (x,),
             )
         shape = x.shape[:axis] + (x.shape[axis] // world,) + x.shape[axis + 1 :]
         return shape, x.dtype, {"axis": axis, "world": world, "transport": attrs.get("transport", "mpi")}
@@ -201,14 +207,18 @@ def _start_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     if kind == "all_reduce":
         op = attrs["reduction"]
         if op not in ("sum", "mean"):
-            raise NotImplementedError(f"all_reduce: the gradient of op={op!r} is not implemented (sum, mean are)")
+            raise NotImplementedError(
+                f"all_reduce: the gradient of op={op!r} is not implemented (sum, mean are)"
+            )
         # d(sum over ranks of loss_r)/dx_q = sum over r of g_r (mean: divided by the world)
         return front.all_reduce(g, op=op, _transport=t), None
     if kind == "broadcast":
         return front.reduce(g, root=attrs["root"], _transport=t), None
     if kind == "all_gather":
         summed = front.all_reduce(g, op="sum", _transport=t)  # the reduce-scatter, as sum + slice
-        return F.record("collective_shard", summed, axis=attrs["axis"], world=attrs["world"], transport=t), None
+        return F.record(
+            "collective_shard", summed, axis=attrs["axis"], world=attrs["world"], transport=t
+        ), None
     raise NotImplementedError(f"{kind}: no gradient (it is the gradient of broadcast)")
 
 

@@ -17,6 +17,7 @@ See docs/distributed.md.
 
 from __future__ import annotations
 
+import atexit
 import os
 from typing import Any
 
@@ -36,7 +37,14 @@ from lazygraph.distributed.world import WORLD
 from ops import collective as _collective
 
 #: variables mpiexec/mpirun launchers set (MPICH/Hydra, Open MPI, PMIx, Slurm's PMI)
-_MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "HYDI_CONTROL_FD")
+_MPI_VARS = (
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "MPI_LOCALNRANKS",
+    "HYDI_CONTROL_FD",
+)
 INSTALL = 'pip install "lazygraph[distributed]"  (mpi4py and the mpich wheel)'
 
 
@@ -78,7 +86,9 @@ def _import_mpi() -> Any:
     try:
         from mpi4py import MPI
     except ImportError as e:
-        raise DistributedUnavailable(f"lazygraph.distributed needs mpi4py ({e}); install it: {INSTALL}") from e
+        raise DistributedUnavailable(
+            f"lazygraph.distributed needs mpi4py ({e}); install it: {INSTALL}"
+        ) from e
     except RuntimeError as e:  # mpi4py without a loadable MPI library
         raise DistributedUnavailable(
             f"lazygraph.distributed: mpi4py found no MPI library ({e}); install one: {INSTALL}"
@@ -124,6 +134,7 @@ def init(backend: str | None = None, timeout: float | None = None) -> None:
     from lazygraph.distributed.transport import MpiTransport
 
     mpi = MpiTransport(comm, seconds)
+    atexit.register(mpi.close)  # runs before mpi4py's MPI_Finalize (registered earlier)
     nccl: Any = None
     if backend == "nccl":
         from lazygraph.distributed.nccl import NcclTransport

@@ -48,10 +48,14 @@ class NcclTransport:
         self.mpi.arrive(kind, structure)
         cp, stream = self.cp, self.cp.cuda.get_current_stream().ptr
         x = cp.ascontiguousarray(x)
-        out = cp.empty(out_shape(kind, x.shape, attrs), dtype=out_dtype(kind, attrs.get("reduction", ""), x.dtype))
+        out = cp.empty(
+            out_shape(kind, x.shape, attrs), dtype=out_dtype(kind, attrs.get("reduction", ""), x.dtype)
+        )
         if kind == "all_reduce":
             src = x.astype(out.dtype, copy=False)
-            self.comm.allReduce(src.data.ptr, out.data.ptr, src.size, self._dtype(out.dtype), _OPS[attrs["reduction"]], stream)
+            self.comm.allReduce(
+                src.data.ptr, out.data.ptr, src.size, self._dtype(out.dtype), _OPS[attrs["reduction"]], stream
+            )
             if attrs["reduction"] == "mean":
                 out /= self.size
         elif kind == "broadcast":
@@ -59,7 +63,15 @@ class NcclTransport:
                 out[...] = x
             self.comm.bcast(out.data.ptr, out.size, self._dtype(out.dtype), attrs["root"], stream)
         elif kind == "reduce":
-            self.comm.reduce(x.data.ptr, out.data.ptr, x.size, self._dtype(x.dtype), _OPS[attrs["reduction"]], attrs["root"], stream)
+            self.comm.reduce(
+                x.data.ptr,
+                out.data.ptr,
+                x.size,
+                self._dtype(x.dtype),
+                _OPS[attrs["reduction"]],
+                attrs["root"],
+                stream,
+            )
             if self.rank != attrs["root"]:
                 out[...] = 0
         else:  # all_gather: NCCL gathers along the leading axis; others are moved there and back

@@ -128,7 +128,9 @@ class MpiTransport:
         """Post the collective on `x`; the returned placeholder is filled by `wait`."""
         self.arrive(kind, structure)
         t0 = time.perf_counter()
-        x = np.ascontiguousarray(x)
+        x = np.asarray(x)
+        if not x.flags.c_contiguous:
+            x = x.copy()  # (np.ascontiguousarray would make a 0-d array 1-d)
         label = f"{kind} (collective #{self.seq})"
         dtype = out_dtype(kind, attrs.get("reduction", ""), x.dtype)
         out = np.empty(out_shape(kind, x.shape, attrs), dtype=dtype)
@@ -167,7 +169,9 @@ class MpiTransport:
         else:  # all_gather
             axis = attrs["axis"]
             buf = np.empty((self.size, *x.shape), dtype=x.dtype)
-            req = comm.Iallgather([x.reshape(-1).view(np.uint8), MPI.BYTE], [buf.reshape(-1).view(np.uint8), MPI.BYTE])
+            req = comm.Iallgather(
+                [x.reshape(-1).view(np.uint8), MPI.BYTE], [buf.reshape(-1).view(np.uint8), MPI.BYTE]
+            )
             keep = (x, buf)
             if axis == 0:
                 out = buf.reshape(out.shape)
@@ -201,8 +205,13 @@ class MpiTransport:
         self.arrive("barrier")
 
     def close(self) -> None:
-        """Complete what is pending and free the handshake communicator."""
+        """At exit: drop unfinished transfers (never block: a peer may be gone), free the handshake."""
         for req, *_ in self.pending.values():
-            req.Wait()
+            if not req.Test():
+                try:
+                    req.Cancel()
+                except self.MPI.Exception:
+                    pass
         self.pending.clear()
-        self.ctl.Free()
+        if self.ctl != self.MPI.COMM_NULL:
+            self.ctl.Free()

@@ -32,7 +32,9 @@ DEFAULT_BUCKET_BYTES = 1 << 20
 class DataParallel(Module):
     """Replicate `module` over the processes of `lg.distributed` (initialized here if not yet)."""
 
-    def __init__(self, module: Module, bucket_bytes: int = DEFAULT_BUCKET_BYTES, broadcast: bool = True) -> None:
+    def __init__(
+        self, module: Module, bucket_bytes: int = DEFAULT_BUCKET_BYTES, broadcast: bool = True
+    ) -> None:
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DataParallel: expected an nn.Module, got {type(module).__name__}")
