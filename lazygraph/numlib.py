@@ -368,8 +368,11 @@ def dsplit(ary: Any, indices_or_sections: Any) -> list[Array]:
     return _split_checked("dsplit", ary, indices_or_sections, 3, 2)
 
 
-def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> tuple[Array, ...]:
-    """Coordinate arrays from coordinate vectors (xy or ij indexing), for evaluating on grids."""
+def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list[Array]:
+    """Coordinate arrays from coordinate vectors (xy or ij indexing), for evaluating on grids.
+
+    A list, as the Array API 2024.12 asks (NumPy 2 returns a tuple; unpacking and indexing are alike).
+    """
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: valid values for `indexing` are 'xy' and 'ij', got {indexing!r}")
     nd = len(xi)
@@ -382,7 +385,7 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
         out = broadcast_arrays(*out)
     if copy:
         out = [_copy(x) for x in out]
-    return tuple(out)
+    return list(out)
 
 
 _copy = copy
