@@ -4,7 +4,8 @@ Recorded piecewise (log_softmax, a one-hot product, a sum over classes) the loss
 steps and its gradient several more; as one operator the forward is a single max-shifted
 log-sum-exp pass and the gradient the closed form g * (softmax(x) * sum(q) - q), which is
 softmax - onehot for one-hot targets. Targets q are class probabilities with the logits'
-shape (one-hot rows, smoothed rows or soft labels), classes on axis 1.
+shape (one-hot rows, smoothed rows or soft labels), classes on axis 1. Both are composites:
+their decompositions are the kernels' steps, which the JIT fuses (on the CUDA devices too).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ops.base import Op, defvjp, fmt_shape, register, shape_error, type_error
+from ops.base import Op, defvjp, fmt_shape, shape_error, type_error
+from ops.declare import declare
 from ops.node import Node
 
 
@@ -65,7 +67,10 @@ class SoftmaxCrossEntropy(Op):
 
 
 class SoftmaxCrossEntropyGrad(Op):
-    """Gradient of softmax_cross_entropy in the logits: g * (softmax(x) * sum(q) - q)."""
+    """Gradient of softmax_cross_entropy in the logits: g * (softmax(x) * sum(q) - q).
+
+    g is the loss's cotangent, with or without the class axis (size 1) kept.
+    """
 
     def __init__(self) -> None:
         super().__init__("softmax_cross_entropy_grad")
@@ -84,18 +89,65 @@ class SoftmaxCrossEntropyGrad(Op):
             p = e / np.sum(e, axis=1, keepdims=True)
             q = np.asarray(q, dtype=work)
             out = p * np.sum(q, axis=1, keepdims=True) - q
-            out *= np.expand_dims(np.asarray(g, dtype=work), 1)
+            g = np.asarray(g, dtype=work)
+            out *= g if g.ndim == x.ndim else np.expand_dims(g, 1)
         return out.astype(dtype, copy=False)
 
 
-for _op in (SoftmaxCrossEntropy(), SoftmaxCrossEntropyGrad()):
-    register(_op)
+def _shifted_parts(F: Any, x: Any) -> Any:
+    """`_shifted` from primitives."""
+    m = F.max(x, axis=1, keepdims=True)
+    return F.subtract(x, F.where(F.equal(m, -np.inf), 0, m))
+
+
+def _sce_parts(F: Any, xs: list, attrs: dict) -> Any:
+    """softmax_cross_entropy from primitives, in the kernel's steps (so the JIT fuses it, on a GPU too)."""
+    x, q = xs
+    out = np.result_type(x.dtype, q.dtype)
+    work = _work(out)
+    xf = x if x.dtype == work else F.astype(x, dtype=work)
+    qf = q if q.dtype == work else F.astype(q, dtype=work)
+    s = _shifted_parts(F, xf)
+    logp = F.subtract(s, F.log(F.sum(F.exp(s), axis=1, keepdims=True)))
+    # the product first: it puts q on the logits' loops, which a fused kernel needs before
+    # q is compared or reduced on its own
+    prod = F.multiply(qf, logp)
+    terms = F.where(F.equal(qf, 0), 0, prod)
+    r = F.negative(F.sum(terms, axis=1))
+    return r if r.dtype == out else F.astype(r, dtype=out)
+
+
+def _sce_grad_parts(F: Any, xs: list, attrs: dict) -> Any:
+    """softmax_cross_entropy_grad from primitives, in the kernel's steps."""
+    g, x, q = xs
+    out = x.dtype
+    work = _work(out)
+
+    def cast(v: Any) -> Any:
+        return v if v.dtype == work else F.astype(v, dtype=work)
+
+    e = F.exp(_shifted_parts(F, cast(x)))
+    p = F.divide(e, F.sum(e, axis=1, keepdims=True))
+    qf = cast(q)
+    # p * sum(q) - q as (p - q) + p * (sum(q) - 1): the same bits for one-hot rows (sum 1), and
+    # p - q first puts q on the logits' loops, which a fused kernel needs before q is reduced
+    d = F.subtract(p, qf)
+    r = F.add(d, F.multiply(p, F.subtract(F.sum(qf, axis=1, keepdims=True), 1)))
+    if g.ndim != x.ndim:  # fused kernels cannot insert the class axis: the vjp passes g with it
+        raise ValueError(f"softmax_cross_entropy_grad: the cotangent needs the class axis kept (shape {g.shape})")
+    r = F.multiply(r, cast(g))
+    return r if r.dtype == out else F.astype(r, dtype=out)
+
+
+declare(SoftmaxCrossEntropy(), decompose=_sce_parts)
+declare(SoftmaxCrossEntropyGrad(), decompose=_sce_grad_parts)
 
 
 @defvjp("softmax_cross_entropy")
 def _softmax_cross_entropy_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     x, q = xs
-    gx = F.record("softmax_cross_entropy_grad", g, x, q)
+    # g with the class axis kept (size 1): the gradient's decomposition then fuses into one kernel
+    gx = F.record("softmax_cross_entropy_grad", F.expand_dims(g, 1), x, q)
     # Soft targets can be differentiated too: d/dq = -log_softmax(x) (lazy: built only if read).
     gq = -F.log_softmax(x, axis=1) * F.expand_dims(g, 1)
     return gx, gq
