@@ -134,7 +134,9 @@ def _sce_grad_parts(F: Any, xs: list, attrs: dict) -> Any:
     d = F.subtract(p, qf)
     r = F.add(d, F.multiply(p, F.subtract(F.sum(qf, axis=1, keepdims=True), 1)))
     if g.ndim != x.ndim:  # fused kernels cannot insert the class axis: the vjp passes g with it
-        raise ValueError(f"softmax_cross_entropy_grad: the cotangent needs the class axis kept (shape {g.shape})")
+        raise ValueError(
+            f"softmax_cross_entropy_grad: the cotangent needs the class axis kept (shape {g.shape})"
+        )
     r = F.multiply(r, cast(g))
     return r if r.dtype == out else F.astype(r, dtype=out)
 
