@@ -493,7 +493,8 @@ class Array:
             raise ValueError("setitem: assignment destination is read-only (a broadcast view)")
         sig = None
         if type(self) in _LEAN:
-            view = plain_view(self, key)
+            view = self._view
+            view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)
             if view is not None:
                 sig = _lean_setitem(self, view, value)
                 if sig is True:
@@ -544,7 +545,8 @@ class Array:
 
     def __getitem__(self, key: Any) -> Array:
         if type(self) in _LEAN:
-            view = plain_view(self, key)
+            view = self._view
+            view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)
             if view is not None:
                 if view.shape:
                     return Array(self._storage, view, self._readonly)

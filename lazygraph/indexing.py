@@ -135,26 +135,39 @@ def parse_index(arr: Array, key: Any, op: str, lazy: type) -> tuple[View | None,
     return None, tuple(template), operands
 
 
-def plain_view(arr: Array, key: Any) -> View | None:
-    """The view of a key of Python ints in range and slices of Python ints (`a[i]`, `u[1:-1, 1:-1]`).
+def plain_view(arr: Array, view: View, key: Any) -> View | None:
+    """The view of `arr` (whose window is `view`) for a key of Python ints in range and slices of
+    Python ints (`a[i]`, `a[i, j]`, `u[1:-1, 1:-1]`); None for any other key.
 
-    None for any other key (the general path parses it and raises what is wrong). The lean
-    recording path of reads and writes (lazygraph/writes.py) starts here.
+    The general path parses every other key and says what is wrong with it. The lean recording
+    path of reads and writes (lazygraph/writes.py) starts here, so integers, the loop's usual
+    keys, are composed without `slice_view`.
     """
     t = type(key)
     if t is int:
-        shape = arr.shape
+        shape = view.shape
         if not shape:
             return None
         n = shape[0]
         if not -n <= key < n:
             return None
-        return slice_view(arr.view_of(), (key % n,))
+        strides = view.strides
+        return View(shape[1:], strides[1:], view.offset + (key if key >= 0 else key + n) * strides[0])
     if t is tuple:
-        shape = arr.shape
+        shape = view.shape
         if len(key) > len(shape):
             return None
-        return _plain(arr, key, shape)
+        offset = view.offset
+        strides = view.strides
+        for k, i in enumerate(key):
+            if type(i) is not int:
+                return _plain(arr, key, shape)
+            n = shape[k]
+            if not -n <= i < n:
+                return None
+            offset += (i if i >= 0 else i + n) * strides[k]
+        k = len(key)
+        return View(shape[k:], strides[k:], offset)
     if t is slice:
         return _plain(arr, (key,), arr.shape)
     return None

@@ -374,3 +374,22 @@ def test_lean_writes_record_what_the_general_path_records():
     # the structural key's hint as recorded equals the one a walk derives
     assert lean._storage.node.h == hint_of(general._storage.node)
     np.testing.assert_array_equal(general.numpy(), lean.numpy())
+
+
+def test_plain_view_composes_integer_keys_like_slice_view():
+    from lazygraph.indexing import plain_view
+
+    base = np.arange(4 * 5 * 6.0).reshape(4, 5, 6)
+    a = lg.asarray(base)
+    for arr, ref in [(a, base), (a.T, base.T), (a[::2, 1:, ::-3], base[::2, 1:, ::-3])]:
+        for key in [0, -1, (1, 2), (-1, -2, -3), (1, slice(None, None, -1)), (), slice(1, None)]:
+            try:
+                expected = ref[key]
+            except IndexError:
+                assert plain_view(arr, arr.view_of(), key) is None
+                continue
+            view = plain_view(arr, arr.view_of(), key)
+            assert view == parse_index(arr, key, "getitem", lg.Array)[0]
+            np.testing.assert_array_equal(np.asarray(arr[key]), expected)
+    for bad in [4, -5, (0, 5), (0, 0, 0, 0), 1.0, np.int64(1), (0, np.int64(1))]:
+        assert plain_view(a, a.view_of(), bad) is None
