@@ -200,8 +200,25 @@ def expm1_std(x: Any, out: Any = None) -> Any:
     return _written(res, out)
 
 
+def tanh_std(x: Any, out: Any = None) -> Any:
+    """NumPy's tanh with the Array API's complex values at infinite real parts: +-1 + 0j signed as imag(x).
+
+    C99 (NumPy) signs that zero as sin(2 imag(x)); the standard as imag(x) itself.
+    """
+    res = np.tanh(x)
+    if res.dtype.kind == "c":
+        x = np.asarray(x)
+        fix = np.isinf(x.real) & np.isfinite(x.imag)
+        if fix.any():
+            res = np.array(res, copy=True)
+            val = np.empty_like(res)
+            val.real, val.imag = np.sign(x.real), np.copysign(0.0, x.imag)
+            np.copyto(res, val, where=fix)
+    return _written(res, out)
+
+
 # operators whose reference is the ufunc plus the Array API's special values (same dtype rule)
-_STANDARD = {"expm1": expm1_std}
+_STANDARD = {"expm1": expm1_std, "tanh": tanh_std}
 
 for _name, _fn_, _tpl, _cost, _z3 in _BINARY_DECLS:
     declare_elementwise(_name, _STANDARD.get(_name, _fn_), 2, dtype_fn=_fn_, jit=_tpl, jit_cost=_cost, z3=_z3)
