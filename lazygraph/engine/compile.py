@@ -32,7 +32,7 @@ from cache.recipe import Recipe, RecipeError
 from cache.tgraph import TransformationGraph
 from jit import background
 from lazygraph import debug
-from lazygraph.engine import lower_fusion, lower_window, memory, region_check
+from lazygraph.engine import lower_fusion, lower_window, memory, overlap, region_check
 from lazygraph.engine.program import FunctionKernel, Kernel, OpKernel, Program
 from ops.base import REGISTRY
 from optimizer import fold, library
@@ -216,6 +216,7 @@ def compile_graph(
                 tbox.skipped.append("order_search")
     if tbox is not None:
         tbox.record(program.tgraph)
+    overlap.hoist(program)  # collectives posted early, completed late (a no-op without them)
     return g, program
 
 

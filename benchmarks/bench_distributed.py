@@ -1,0 +1,230 @@
+"""Data-parallel MNIST CNN training over MPI: steps per second for 1 and 2 processes.
+
+    python3 benchmarks/bench_distributed.py            # global batch 256, 8 timed steps
+    python3 benchmarks/bench_distributed.py --quick    # global batch 64, 3 timed steps (< 1 minute)
+
+The model is examples/train_mnist.py's Dali CNN with Adam; the global batch stays the same
+whatever the process count (each of N processes takes 1/N of it), so steps/s of 2 processes
+over 1 is the data-parallel speedup. Each process uses one BLAS/OpenMP thread (the 1-process
+run too), so 2 processes use 2 cores. Per configuration, three warm-up steps (the step graph
+is optimized; the first hit queues its full optimization, which `lg.jit_wait()` lets finish)
+and then the timed steps; rank 0's time is reported.
+
+    lazygraph            nn.DataParallel, gradients bucketed (1 MiB buckets), overlap on
+    per-gradient         one all-reduce per gradient (bucket_bytes=0)
+    one bucket           every gradient in one flat all-reduce (bucket_bytes=64 MiB)
+    no overlap           each all-reduce completes where it is posted (set_overlap(False))
+    torch DDP            PyTorch DistributedDataParallel over gloo, same model, batch and Adam
+
+`comm share` is the fraction of rank 0's step time spent in MPI calls and waits (handshake,
+posting, completing; waiting for a slower rank counts too). Ratios: bucketing gain =
+per-gradient time / bucketed time, overlap gain = no-overlap time / overlap time (above 1:
+the feature helps). The driver launches `mpiexec -n 1` and `mpiexec -n 2` with this file in
+worker mode; at the end it runs benchmarks/bench_dask.py's `run(quick)` when that file exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+HERE = Path(__file__).resolve().parent
+CONFIGS = {  # name -> (bucket_bytes, overlap)
+    "lazygraph": (1 << 20, True),
+    "per-gradient": (0, True),
+    "one bucket": (64 << 20, True),
+    "no overlap": (1 << 20, False),
+}
+
+
+def _data(batch: int, steps: int) -> tuple:
+    """Bundled MNIST digits, normalized (N, 1, 28, 28) float32, and int64 labels."""
+    import numpy as np
+
+    import lazygraph as lg
+
+    d = lg.datasets.load_mnist()
+    n = batch * steps
+    x = ((d.x_train[:n].astype(np.float32) / 255.0 - 0.1307) / 0.3081)[:, None]
+    return x, d.y_train[:n].astype(np.int64)
+
+
+def _lazygraph(name: str, batch: int, warm: int, steps: int) -> dict:
+    """Time `steps` data-parallel steps of one configuration on this rank."""
+    sys.path.insert(0, str(HERE.parent / "examples"))
+    from train_mnist import dali_cnn
+
+    import lazygraph as lg
+    from lazygraph import nn
+
+    D = lg.distributed
+    bucket, overlap = CONFIGS[name]
+    D.set_overlap(overlap)
+    r, w = D.rank(), D.world_size()
+    x, y = _data(batch, warm + steps)
+    lg.manual_seed(0)
+    model = nn.DataParallel(dali_cnn(), bucket_bytes=bucket)
+    opt = lg.optim.Adam(model.parameters(), lr=1e-3)
+    per = batch // w
+    t0 = c0 = 0.0
+    for i in range(warm + steps):
+        if i == warm - 1:
+            lg.jit_wait()  # the full optimization and kernel compiles, queued by the first hit, done
+        if i == warm:
+            D.barrier()
+            t0, c0 = time.perf_counter(), D.communication_seconds()
+        lo = i * batch + r * per
+        loss = nn.functional.cross_entropy(model(lg.asarray(x[lo : lo + per])), lg.asarray(y[lo : lo + per]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        float(loss)
+    seconds = time.perf_counter() - t0
+    D.set_overlap(True)
+    return {"steps_s": steps / seconds, "comm": (D.communication_seconds() - c0) / seconds}
+
+
+def _torch(batch: int, warm: int, steps: int) -> dict | None:
+    """The same steps with PyTorch DistributedDataParallel (gloo); None without torch."""
+    try:
+        import torch
+        import torch.distributed as td
+        import torch.nn as tnn
+    except ImportError:
+        return None
+    import lazygraph as lg
+
+    r, w = lg.distributed.rank(), lg.distributed.world_size()
+    torch.set_num_threads(1)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getppid() % 1000))
+    td.init_process_group("gloo", rank=r, world_size=w)
+    torch.manual_seed(0)
+    model = tnn.Sequential(
+        tnn.Conv2d(1, 64, 5, padding="same"),
+        tnn.ReLU(),
+        tnn.MaxPool2d(2),
+        tnn.Conv2d(64, 64, 5, padding="same"),
+        tnn.ReLU(),
+        tnn.MaxPool2d(2),
+        tnn.Flatten(),
+        tnn.Linear(3136, 1024),
+        tnn.ReLU(),
+        tnn.Linear(1024, 10),
+    )
+    ddp = tnn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+    x, y = _data(batch, warm + steps)
+    x, y = torch.from_numpy(x), torch.from_numpy(y)
+    per = batch // w
+    t0 = 0.0
+    for i in range(warm + steps):
+        if i == warm:
+            td.barrier()
+            t0 = time.perf_counter()
+        lo = i * batch + r * per
+        loss = tnn.functional.cross_entropy(ddp(x[lo : lo + per]), y[lo : lo + per])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        float(loss)
+    seconds = time.perf_counter() - t0
+    td.destroy_process_group()
+    return {"steps_s": steps / seconds, "comm": float("nan")}
+
+
+def worker(batch: int, warm: int, steps: int) -> None:
+    """One mpiexec launch: every configuration in turn; rank 0 prints one JSON line."""
+    import lazygraph as lg
+
+    lg.distributed.init()
+    names = list(CONFIGS) if lg.distributed.world_size() > 1 else ["lazygraph"]
+    out = {n: _lazygraph(n, batch, warm, steps) for n in names}
+    lg.distributed.barrier()
+    peer = _torch(batch, warm, steps)
+    if peer is not None:
+        out["torch DDP"] = peer
+    if lg.distributed.rank() == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+
+
+def _launch(n: int, batch: int, warm: int, steps: int) -> dict:
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+    if mpiexec is None:
+        raise SystemExit("bench_distributed: mpiexec not found (pip install 'lazygraph[distributed]')")
+    cmd = [mpiexec, "-n", str(n), sys.executable, __file__, "--worker", str(batch), str(warm), str(steps)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        raise SystemExit(f"bench_distributed: {n}-process run failed:\n{p.stdout}\n{p.stderr}")
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def _dask(quick: bool) -> list[str]:
+    """benchmarks/bench_dask.py's result lines, when that benchmark exists."""
+    path = HERE / "bench_dask.py"
+    if not path.exists():
+        return []
+    spec = importlib.util.spec_from_file_location("bench_dask", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return list(mod.run(quick))
+
+
+def main() -> None:
+    """Launch the 1- and 2-process runs, print the table and the result lines."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="batch 64, 3 timed steps (< 1 minute)")
+    ap.add_argument("--worker", nargs=3, type=int, metavar=("BATCH", "WARM", "STEPS"), help=argparse.SUPPRESS)
+    ap.add_argument("--no-dask", action="store_true", help="skip benchmarks/bench_dask.py")
+    args = ap.parse_args()
+    if args.worker:
+        worker(*args.worker)
+        return
+    batch, warm, steps = (64, 3, 3) if args.quick else (256, 3, 8)
+    one = _launch(1, batch, warm, steps)
+    two = _launch(2, batch, warm, steps)
+    print(f"MNIST CNN (Adam), global batch {batch}, {steps} timed steps; 1 thread per process")
+    print(
+        f"{'configuration':<14} {'1 proc steps/s':>15} {'2 proc steps/s':>15} {'speedup':>8} {'comm share':>11}"
+    )
+    for name in [*CONFIGS, "torch DDP"]:
+        a, b = one.get(name), two.get(name)
+        if b is None:
+            continue
+        s1 = f"{a['steps_s']:.3f}" if a else "-"
+        sp = f"{b['steps_s'] / a['steps_s']:.2f}" if a else "-"
+        share = "-" if b["comm"] != b["comm"] else f"{b['comm']:.1%}"
+        print(f"{name:<14} {s1:>15} {b['steps_s']:>15.3f} {sp:>8} {share:>11}")
+    lg2 = two["lazygraph"]
+    bucketing = lg2["steps_s"] / two["per-gradient"]["steps_s"]
+    overlap = lg2["steps_s"] / two["no overlap"]["steps_s"]
+    lines = [
+        f"result: mnist_cnn_steps_per_s_1proc = {one['lazygraph']['steps_s']:.3f}",
+        f"result: mnist_cnn_steps_per_s_2proc = {lg2['steps_s']:.3f}",
+        f"result: data_parallel_speedup_2proc = {lg2['steps_s'] / one['lazygraph']['steps_s']:.3f}",
+        f"result: communication_share_2proc = {lg2['comm']:.3f}",
+        f"result: bucketing_gain = {bucketing:.3f}",
+        f"result: overlap_gain = {overlap:.3f}",
+    ]
+    if "torch DDP" in two:
+        lines.append(
+            f"result: steps_per_s_2proc_vs_torch_ddp = {lg2['steps_s'] / two['torch DDP']['steps_s']:.3f}"
+        )
+    if not args.no_dask:
+        lines += _dask(args.quick)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
