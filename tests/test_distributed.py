@@ -61,6 +61,7 @@ def test_collectives_gradients_data_parallel_and_cache() -> None:
         "gradient of all_reduce(mean) matches finite differences",
         "gradient of all_gather(axis=1) matches finite differences",
         "gradient of broadcast(root=1) matches finite differences",
+        "the NCCL path on cuda-emulated (over the MPI transport): values and gradient",
         "2 ranks x batch B == 1 process x batch 2B",
         "the training step is one graph, a cache hit from the third step",
     ]

@@ -181,8 +181,30 @@ def check_training() -> None:
     ok("the training step is one graph, a cache hit from the third step on every rank")
 
 
+def check_emulated_nccl() -> None:
+    dev = "cuda-emulated"
+    xs = [per_rank((2, 3), "float32", r) for r in range(W)]
+    y = D.all_reduce(lg.asarray(xs[R], device=dev) * 2.0, op="mean")
+    assert y.node.inputs[0].attrs["transport"] == "nccl", y.node.inputs[0].attrs
+    assert y.device == dev
+    same(y.numpy(), (xs[0] + xs[1]).astype(np.float32), "all_reduce mean on cuda-emulated", 1e-6)
+    same(
+        D.all_gather(lg.asarray(xs[R], device=dev)).numpy(), np.concatenate(xs), "all_gather on cuda-emulated"
+    )
+    w = lg.asarray(np.full(3, R + 1.0, np.float32), device=dev, requires_grad=True)
+    (D.all_gather(w * w) * lg.asarray(np.arange(6, dtype=np.float32), device=dev)).sum().backward()
+    # d/dw_r of sum over ranks of sum(c * gather(w*w)) = W * c[block r] * 2 w_r
+    same(
+        w.grad.numpy(),
+        (W * np.arange(6)[R * 3 : R * 3 + 3] * 2 * (R + 1)).astype(np.float32),
+        "grad on cuda-emulated",
+    )
+    ok("the NCCL path on cuda-emulated (over the MPI transport): values and gradient")
+
+
 check_reductions()
 check_movement()
+check_emulated_nccl()
 check_gradients()
 check_training()
 D.barrier()
