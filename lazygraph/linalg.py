@@ -14,7 +14,8 @@ differ in sign); `lstsq` is an evaluation point only when its residuals are read
 depends on the rank: `lstsq(a, b)[0]` stays lazy, unpacking all four evaluates the rank).
 A singular or non-positive-definite matrix raises `LinAlgError` at evaluation, naming the op
 and the line that recorded it. Gradients: solve, inv, det, slogdet, cholesky, eigh, eigvalsh,
-svd, svdvals (real input), and whatever is composed of differentiable operators.
+svd, svdvals, qr, pinv, lstsq (real input), eig and eigvals (real or complex eigenvalues of a
+real input, read through `real`), and whatever is composed of differentiable operators.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import ops.linalg_ext  # noqa: F401  (registers the operators)
+import ops.linalg_grad  # noqa: F401  (their gradient rules)
 from lazygraph import api, numlib, txn
 from lazygraph.array import Array, record
 from lazygraph.creation import eye, zeros

@@ -14,6 +14,7 @@ value is a *packed* array: the outputs, in the common dtype, side by side along 
 of that one value, so a decomposition runs once however many of its outputs are read, and the
 gradient rule receives the packed cotangent (zeros where an output was not used). A real part
 stored in a complex pack (the eigenvalues of a Hermitian matrix) is read back with a real cast.
+The gradient rules are in ops/linalg_grad.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ops.base import Op, defvjp, fmt_shape, register, type_error
+from ops.base import Op, fmt_shape, register, type_error
 from ops.node import Node
 
 LinAlgError = np.linalg.LinAlgError
@@ -410,104 +411,6 @@ FALLIBLE = ("inv", "solve", "cholesky", "eigh", "eigvalsh", "eig", "eigvals", "s
             "pinv", "matrix_rank", "lstsq", "det", "slogdet")  # fmt: skip
 
 
-# ---------------------------------------------------------------------------------------
-# Gradients (real input; the rules below are the standard matrix-calculus results).
-
-
-def _real_only(op: str, x: Any) -> None:
-    if x.dtype.kind == "c":
-        raise TypeError(f"grad: the {op} gradient is defined for real input only, got {x.dtype}")
-
-
-def _mT(F: Any, x: Any) -> Any:
-    return F.matrix_transpose(x)
-
-
-def _masks(n: int, dtype: Any, lower: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(strict triangle the reference reads, identity) as constants."""
-    tri = np.tri(n, k=-1, dtype=dtype)
-    return (tri if lower else tri.T.copy()), np.eye(n, dtype=dtype)
-
-
-def _read_triangle(F: Any, G: Any, lower: bool) -> Any:
-    """Cotangent of a matrix of which only one triangle is read as a symmetric one."""
-    strict, eye = _masks(G.shape[-1], G.dtype, lower)
-    return (G + _mT(F, G)) * F.asarray(strict) + G * F.asarray(eye)
-
-
-def _off_diagonal_inverse(F: Any, diff: Any) -> Any:
-    """1 / diff off the diagonal, 0 on it."""
-    eye = F.asarray(np.eye(diff.shape[-1], dtype=bool))
-    return F.where(eye, 0.0, 1.0 / F.where(eye, 1.0, diff))
-
-
-@defvjp("inv")
-def _inv_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    _real_only("inv", xs[0])
-    t = _mT(F, out)
-    return (-(t @ g @ t),)
-
-
-@defvjp("det")
-def _det_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    _real_only("det", xs[0])
-    return ((g * out)[..., None, None] * _mT(F, F.record("inv", xs[0])),)
-
-
-@defvjp("slogdet")
-def _slogdet_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    _real_only("slogdet", xs[0])  # the sign is locally constant: only logabsdet has a gradient
-    return (g[..., 1][..., None, None] * _mT(F, F.record("inv", xs[0])),)
-
-
-@defvjp("solve")
-def _solve_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    a, b = xs
-    _real_only("solve", a)
-    at = _mT(F, a)
-    if b.ndim == 1:
-        gb = F.record("solve", at, g[..., None])[..., 0]
-        return -(gb[..., :, None] * out[..., None, :]), gb
-    gb = F.record("solve", at, g)
-    return -(gb @ _mT(F, out)), gb
-
-
-@defvjp("cholesky")
-def _cholesky_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    _real_only("cholesky", xs[0])
-    upper = attrs["upper"]
-    low, gl = (_mT(F, out), _mT(F, g)) if upper else (out, g)
-    n = low.shape[-1]
-    strict, eye = _masks(n, low.dtype, True)
-    phi = (_mT(F, low) @ gl) * F.asarray(strict + 0.5 * eye)
-    linv = F.record("inv", low)
-    return (_read_triangle(F, _mT(F, linv) @ phi @ linv, not upper),)
-
-
-def _eigh_grad(F: Any, w: Any, v: Any, gw: Any, gv: Any | None, lower: bool) -> Any:
-    eye = F.asarray(np.eye(w.shape[-1], dtype=w.dtype))
-    inner = gw[..., None, :] * eye
-    if gv is not None:
-        finv = _off_diagonal_inverse(F, w[..., None, :] - w[..., :, None])
-        inner = inner + finv * (_mT(F, v) @ gv)
-    return _read_triangle(F, v @ inner @ _mT(F, v), lower)
-
-
-@defvjp("eigh")
-def _eigh_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    _real_only("eigh", xs[0])
-    return (
-        _eigh_grad(F, out[..., 0, :], out[..., 1:, :], g[..., 0, :], g[..., 1:, :], attrs["UPLO"] == "L"),
-    )
-
-
-@defvjp("eigvalsh")
-def _eigvalsh_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    _real_only("eigvalsh", xs[0])
-    v = F.record("eigh", xs[0], UPLO=attrs["UPLO"])[..., 1:, :]
-    return (_eigh_grad(F, out, v, g, None, attrs["UPLO"] == "L"),)
-
-
 def svd_parts(F: Any, packed: Any, m: int, n: int, full: bool) -> tuple[Any, Any, Any]:
     """U, S, Vh as views of a packed svd value (or of its cotangent)."""
     ku, k, kv = svd_sizes(m, n, full)
@@ -518,40 +421,10 @@ def svd_parts(F: Any, packed: Any, m: int, n: int, full: bool) -> tuple[Any, Any
     return u, s, vh
 
 
-@defvjp("svd")
-def _svd_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    a = xs[0]
-    _real_only("svd", a)
-    m, n = a.shape[-2:]
-    if attrs["full_matrices"] and m != n:
-        raise TypeError(
-            f"grad: svd(full_matrices=True) of a non-square {fmt_shape(a.shape)} input has no gradient "
-            "(the extra singular vectors are not unique): use full_matrices=False"
-        )
-    u, s, vh = svd_parts(F, out, m, n, attrs["full_matrices"])
-    gu, gs, gvh = svd_parts(F, g, m, n, attrs["full_matrices"])
-    v, gv = _mT(F, vh), _mT(F, gvh)
-    eye = F.asarray(np.eye(s.shape[-1], dtype=s.dtype))
-    s2 = s * s
-    finv = _off_diagonal_inverse(F, s2[..., None, :] - s2[..., :, None])
-    utgu, vtgv = _mT(F, u) @ gu, _mT(F, v) @ gv
-    inner = (
-        (finv * (utgu - _mT(F, utgu))) * s[..., None, :]
-        + gs[..., None, :] * eye
-        + s[..., :, None] * (finv * (vtgv - _mT(F, vtgv)))
+def qr_parts(F: Any, packed: Any, m: int, n: int, mode: str) -> tuple[Any, Any]:
+    """Q, R as views of a packed qr value (or of its cotangent), modes 'reduced' and 'complete'."""
+    kq = m if mode == "complete" else min(m, n)
+    batch = packed.shape[:-1]
+    return F.reshape(packed[..., : m * kq], batch + (m, kq)), F.reshape(
+        packed[..., m * kq :], batch + (kq, n)
     )
-    ga = u @ inner @ vh
-    if m > s.shape[-1]:
-        ga = ga + ((gu - u @ utgu) / s[..., None, :]) @ vh
-    if n > s.shape[-1]:
-        ga = ga + (u / s[..., None, :]) @ (gvh - _mT(F, vtgv) @ vh)
-    return (ga,)
-
-
-@defvjp("svdvals")
-def _svdvals_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    a = xs[0]
-    _real_only("svdvals", a)
-    m, n = a.shape[-2:]
-    u, _, vh = svd_parts(F, F.record("svd", a, full_matrices=False), m, n, False)
-    return ((u * g[..., None, :]) @ vh,)
