@@ -14,6 +14,9 @@
     evaluated on each call, beside NumPy, MLX (mlx.core on the CPU, `mx.eval` per call) and
     JAX eager (jax.numpy, `block_until_ready` per call) in the same run, each peer timed
     alternating with lazygraph; a peer that is not installed leaves its column blank.
+(d) Loops of small in-place writes (`a[i] += 1.5` with one evaluation at the end or a read
+    every 10 writes, `a[i] += v` over rows), recorded and evaluated, against NumPy's own
+    in-place writes, timed alternating; microseconds per write and the paired ratio.
 
 Every figure is the median of several repeats, each timing a loop sized to run at least
 a few milliseconds, after a warm-up. In (b) the NumPy and lazygraph loops alternate, so both
@@ -161,6 +164,11 @@ def recording_cases(n_ops: int) -> list[tuple[str, Callable[[], None]]]:
         for _ in range(n_ops):
             a[0] = 0.0
 
+    def iadd_element() -> None:
+        a = lazy(shape)
+        for i in range(n_ops):
+            a[i % 64, 3] += 1.5  # read, add, write back: three nodes per write
+
     return [
         ("add a + b", add),
         ("multiply a * 2.0", mul_scalar),
@@ -174,6 +182,7 @@ def recording_cases(n_ops: int) -> list[tuple[str, Callable[[], None]]]:
         ("matmul a @ b", matmul),
         ("in-place v += 1.0 (view)", iadd_view),
         ("setitem a[0] = 0.0", setitem_row),
+        ("element a[i, 3] += 1.5", iadd_element),
     ]
 
 
@@ -247,6 +256,60 @@ def bench_eval(repeats: int, min_time: float) -> list[tuple[str, str, str, float
         )
         rows.append((case, label, suffix, t_np, t_lg, ratio))
     return rows
+
+
+# -- (d) loops of small in-place writes -------------------------------------------------------------
+
+
+def element_loop(xp: Any, a: Any, every: int) -> Any:
+    """`a[i] += 1.5` over every element; a Python float read every `every` writes (0: none)."""
+    for i in range(a.shape[0]):
+        a[i] += 1.5
+        if every and i % every == every - 1:
+            float(a[i])
+    return a
+
+
+def row_loop(xp: Any, a: Any, v: Any) -> Any:
+    """`a[i] += v` over every row (a view: NumPy writes through it, then stores it onto itself)."""
+    for i in range(a.shape[0]):
+        a[i] += v
+    return a
+
+
+def write_cases() -> list[tuple[str, str, Callable[[Any], tuple], Callable]]:
+    """(case, metric suffix, namespace -> fresh inputs, program); each ends with one evaluation."""
+    vec = np.arange(8.0)
+    return [
+        ("a[i] += 1.5, 200 writes, 1 evaluation", "element", lambda xp: (xp.zeros(200), 0), element_loop),
+        ("a[i] += 1.5, evaluated every 10", "element_k10", lambda xp: (xp.zeros(200), 10), element_loop),
+        ("a[i] += v, 200 rows of 8", "row", lambda xp: (xp.zeros((200, 8)), xp.asarray(vec)), row_loop),
+    ]
+
+
+def bench_writes(repeats: int, min_time: float) -> list[tuple[str, str, float, float, float]]:
+    """(case, metric suffix, numpy µs per write, lazygraph µs per write, ratio) per write loop.
+
+    Each side runs the program on inputs made once (NumPy keeps adding into its array, as
+    lazygraph does), lazygraph ending with `.numpy()`, so the time is recording plus evaluation.
+    """
+    out = []
+    for case, suffix, make, program in write_cases():
+        expected = program(np, *make(np))
+        got = program(lg, *make(lg)).numpy()
+        getattr(lg, "jit_wait", lambda: None)()
+        if not np.array_equal(got, expected):
+            raise SystemExit(f"bench_record: {case}: lazygraph and NumPy disagree")
+        np_in, lg_in = make(np), make(lg)
+        n = np_in[0].shape[0]
+        t_np, t_lg, ratio = paired_seconds(
+            lambda p=program, a=np_in: p(np, *a),
+            lambda p=program, a=lg_in: p(lg, *a).numpy(),
+            repeats,
+            min_time,
+        )
+        out.append((case, suffix, t_np / n * 1e6, t_lg / n * 1e6, ratio))
+    return out
 
 
 # -- (c) small-chain latency against eager peers ------------------------------------------------
@@ -375,6 +438,14 @@ def main(argv: list[str] | None = None) -> int:
     print(" ".join(f"{c:>12}" for c in cols))
     print(" ".join(f"{small[c]:>12.1f}" if small[c] is not None else f"{'':>12}" for c in cols))
 
+    print("\n(d) loops of small in-place writes, recorded and evaluated (µs per write; ratio = paired)")
+    header = f"{'case':<40} {'numpy µs':>9} {'lazygraph µs':>13} {'ratio':>8}"
+    print(header)
+    print("-" * len(header))
+    loops = bench_writes(repeats, min_time)
+    for case, _, us_np, us_lg, ratio in loops:
+        print(f"{case:<40} {us_np:>9.2f} {us_lg:>13.2f} {ratio:>8.1f}")
+
     print(f"\ntotal {time.perf_counter() - t_start:.1f} s\n")
     elementwise = [record[k] for k in ("add a + b", "multiply a * 2.0", "tanh(a)", "chain y = y + 1.0")]
     print(f"result: record_us_per_op = {statistics.median(record.values()):.2f}")
@@ -385,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     for peer in ("mlx", "jax"):
         if small[f"ratio_{peer}"] is not None:
             print(f"result: small_chain_lazygraph_over_{peer} = {small[f'ratio_{peer}']:.2f}")
+    for _, suffix, _, us_lg, ratio in loops:
+        print(f"result: write_loop_us_per_write_{suffix} = {us_lg:.2f}")
+        print(f"result: write_loop_ratio_{suffix} = {ratio:.1f}")
     return 0
 
 
