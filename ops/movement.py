@@ -23,7 +23,7 @@ from ops.base import (
     shape_error,
 )
 from ops.node import Node
-from ops.views import View, c_strides, materialize
+from ops.views import View, c_strides, materialize, write_into
 
 Template = tuple[tuple, ...]
 
@@ -147,13 +147,16 @@ def write_through(
     out: np.ndarray, value: Any, idx: tuple, view: View | None = None, index: Template | None = None
 ) -> np.ndarray:
     """Write `value` into `out` through an assign's view/index (also the engine's in-place path)."""
-    target = out if view is None else materialize(out, view, writeable=True)
     if getattr(value, "dtype", out.dtype).kind == "c" and out.dtype.kind not in "cb":
         value = value.real  # as NumPy's cast does; the recording side warned already
     if index is None:
-        target[...] = value
-    else:
-        target[build_index(index, idx)] = value
+        if view is None:
+            out[...] = value
+        else:
+            write_into(out, view, value)
+        return out
+    target = out if view is None else materialize(out, view, writeable=True)
+    target[build_index(index, idx)] = value
     return out
 
 

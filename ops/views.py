@@ -183,6 +183,20 @@ def materialize(base: np.ndarray, view: View, writeable: bool = False) -> np.nda
     return out
 
 
+def write_into(base: np.ndarray, view: View, value: Any) -> None:
+    """`base[view] = value` with NumPy's assignment rules (broadcasting, casting).
+
+    A view with a basic index is written through it (`base[1:-1, 1:-1] = value`, `base[3] = x`:
+    no view object is made, the loops of small writes' common case); others through a
+    writeable strided view.
+    """
+    how = _RECIPES.get((view, base.shape))
+    if how is not None and how[0] == "i":
+        base[how[1]] = value
+    else:
+        materialize(base, view, writeable=True)[...] = value
+
+
 #: (view, base shape) -> how `materialize` builds it: ("i", basic index) | ("p", axes) | ("s", None)
 _RECIPES: dict[tuple, tuple] = {}
 _MAX_RECIPES = 8192

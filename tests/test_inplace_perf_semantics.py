@@ -393,3 +393,21 @@ def test_plain_view_composes_integer_keys_like_slice_view():
             np.testing.assert_array_equal(np.asarray(arr[key]), expected)
     for bad in [4, -5, (0, 5), (0, 0, 0, 0), 1.0, np.int64(1), (0, np.int64(1))]:
         assert plain_view(a, a.view_of(), bad) is None
+
+
+def test_write_into_matches_numpy_assignment():
+    from ops.views import write_into
+
+    for shape, items in [((5, 6), (2,)), ((5, 6), (1, 3)), ((5, 6), (slice(1, -1), slice(None, None, -2)))]:
+        base, ref = np.zeros(shape), np.zeros(shape)
+        view = slice_view(contiguous(shape), items)
+        value = np.arange(int(np.prod(view.shape)), dtype=np.int64).reshape(view.shape) + 1
+        write_into(base, view, value)  # the recipe is worked out here, then reused
+        write_into(base, view, value * 2)
+        ref[items] = value * 2
+        np.testing.assert_array_equal(base, ref)
+    base = np.zeros((2, 3))
+    write_into(base, View((3,), (2,), 0), np.array([1.0, 2.0, 3.0]))  # no basic index: strided
+    np.testing.assert_array_equal(base.reshape(-1)[::2], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="could not broadcast"):
+        write_into(np.zeros((5, 6)), slice_view(contiguous((5, 6)), (2,)), np.ones(4))
