@@ -369,7 +369,7 @@ def _view(self: Array, dtype: Any = None, type: Any = None) -> Array:  # noqa: A
     if dtype is None or np.dtype(dtype) == self.dtype:
         return self[...]
     new = np.dtype(dtype)
-    if new.itemsize != self.dtype.itemsize and self.ndim and self.shape[-1] != 1:
+    if new.itemsize != self.dtype.itemsize and self.ndim and self.shape[-1] != 1 and self.size:
         if self.view_of().strides[-1] != 1:
             raise ValueError(
                 "view: To change to a dtype of a different size, the last axis must be contiguous"

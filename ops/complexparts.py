@@ -51,12 +51,35 @@ declare_elementwise("angle", _angle, 1, jit={"f": "atan2(({T})0, {0})"}, jit_cos
 declare_elementwise("make_complex", _make_complex, 2)
 
 
-@defvjp("real", "conj")
-def _identity_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+# Complex operands follow PyTorch's convention: the cotangent of z is dL/d re(z) + i dL/d im(z).
+
+
+@defvjp("real")
+def _real_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     return (g,)
 
 
-@defvjp("imag", "angle")
-def _zero_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    # of a real operand: imag is 0, angle is 0 or pi (piecewise constant)
-    return (F.zeros_like(g),)
+@defvjp("conj")
+def _conj_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    return (F.conj(g) if g.dtype.kind == "c" else g,)
+
+
+@defvjp("imag")
+def _imag_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    # of a real operand imag is 0; of a complex one its cotangent is i g
+    return (F.zeros_like(g) if xs[0].dtype.kind != "c" else g * 1j,)
+
+
+@defvjp("angle")
+def _angle_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    # of a real operand angle is 0 or pi (piecewise constant); of a complex z, i z / |z|^2
+    z = xs[0]
+    if z.dtype.kind != "c":
+        return (F.zeros_like(g),)
+    mag2 = F.real(z * F.conj(z))
+    return (g * 1j * z / F.where(mag2 == 0, 1.0, mag2),)
+
+
+@defvjp("make_complex")
+def _make_complex_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    return (F.real(g), F.imag(g)) if g.dtype.kind == "c" else (g, F.zeros_like(g))

@@ -272,12 +272,23 @@ declare(Cast(), jit_expr={"fiub": "({T}){0}"}, jit_cost=1, jit_loop="convert")
 _LN2, _LN10, _TWO_OVER_SQRT_PI = math.log(2.0), math.log(10.0), 2.0 / math.sqrt(math.pi)
 
 
+def _holomorphic(F: Any, rule: Callable, g: Any, operands: Any, out: Any) -> Any:
+    """A rule written g * f'(x) for real x, for complex values: g * conj(f'(x)) (PyTorch's convention).
+
+    Rules are linear in g, so conj(rule(conj(g))) is that; on real values it is the rule itself.
+    """
+    if g.dtype.kind != "c" and out.dtype.kind != "c":
+        return rule(F, g, operands, out)
+    res = rule(F, F.conj(g), operands, out)
+    return tuple(None if r is None else F.conj(r) for r in res) if isinstance(res, tuple) else F.conj(res)
+
+
 def _unary(*names: str) -> Callable:
-    """Register d(out)/d(x) rules written as fn(F, g, x, out) -> cotangent of x."""
+    """Register d(out)/d(x) rules written as fn(F, g, x, out) -> cotangent of x (holomorphic: see above)."""
 
     def attach(fn: Callable) -> Callable:
         def rule(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-            return (fn(F, g, xs[0], out),)
+            return (_holomorphic(F, fn, g, xs[0], out),)
 
         defvjp(*names)(rule)
         return fn
@@ -287,7 +298,8 @@ def _unary(*names: str) -> Callable:
 
 _unary("negative")(lambda F, g, x, out: -g)
 _unary("positive")(lambda F, g, x, out: g)
-_unary("abs")(lambda F, g, x, out: g * F.sign(x))
+# |z| is not holomorphic: g * sign(z) = g z / |z| is the rule for complex z as it stands
+defvjp("abs")(lambda F, g, xs, out, attrs: (g * F.sign(xs[0]),))
 _unary("exp")(lambda F, g, x, out: g * out)
 _unary("expm1")(lambda F, g, x, out: g * (out + 1))
 _unary("log")(lambda F, g, x, out: g / x)
@@ -325,22 +337,39 @@ def _subtract_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     return g, -g
 
 
-@defvjp("multiply")
-def _multiply_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+def _multiply_rule(F: Any, g: Any, xs: list, out: Any) -> tuple:
     x, y = xs
     return g * y, g * x
 
 
-@defvjp("divide")
-def _divide_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+@defvjp("multiply")
+def _multiply_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    return _holomorphic(F, _multiply_rule, g, xs, out)
+
+
+def _divide_rule(F: Any, g: Any, xs: list, out: Any) -> tuple:
     x, y = xs
     gx = g / y
     return gx, -gx * out
 
 
+@defvjp("divide")
+def _divide_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    return _holomorphic(F, _divide_rule, g, xs, out)
+
+
+def _complex_pow_rule(F: Any, g: Any, xs: list, out: Any) -> tuple:
+    x, y = xs
+    gx = F.where(y == 0, 0.0, g * y * x ** (y - 1))
+    gy = g * out * F.log(F.where(x == 0, 1.0, x)) if y.dtype.kind in "fc" else None
+    return gx, gy
+
+
 @defvjp("pow")
 def _pow_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     x, y = xs
+    if out.dtype.kind == "c":
+        return _holomorphic(F, _complex_pow_rule, g, xs, out)
     # y * x**(y-1) is 0 * inf at x = 0, y = 0; the derivative there is 0.
     gx = F.where(y == 0, 0.0, g * y * x ** (y - 1))
     # d/dy = out * log(x): defined for x > 0; x = 0 contributes 0 (the limit for y > 0).
