@@ -1,18 +1,23 @@
-"""lazygraph on a CUDA device: training steps and fused kernels, values checked everywhere.
+"""lazygraph on a CUDA device: training steps, window steps and fused kernels, values checked everywhere.
 
     python3 benchmarks/bench_gpu.py            # full sizes
     python3 benchmarks/bench_gpu.py --quick    # small sizes (under a minute)
 
 On a machine where `lg.devices()` lists "cuda" (CuPy sees a GPU, NVRTC present), it runs
   - an MNIST-shaped MLP (784-256-10, Adam) and CNN (conv 5x5 1->8, maxpool 2, FC, SGD) training
-    step, its losses checked against the CPU device (the PyTorch-CUDA timing is not written yet);
+    step, its losses checked against the CPU device, timed against the same step in PyTorch
+    CUDA eager (where torch sees the GPU);
+  - window steps (max and average pooling and their gradients, conv2d forward and its input
+    and weight gradients) checked against the CPU device and timed against PyTorch CUDA eager;
   - fused softmax / layer norm / GELU / Adam kernels as a fraction of the device's copy
-    bandwidth (bytes the kernel must read and write over its time, divided by a device copy's).
-Everywhere else it runs the same programs on "cuda-emulated" (the generated CUDA kernels run on
-the host) and checks their values against the CPU device and NumPy only: emulated timings say
-nothing about a GPU, so none are printed. The last lines read `result: <metric> = <number>`;
-on the emulated device `result: gpu_values_checked = N` (how many programs agreed).
-A CuPy NumPy-style column is not written yet.
+    bandwidth (bytes the kernel must read and write over its time, divided by a device copy's),
+    and against the same programs written NumPy-style in CuPy.
+Each peer column runs only where that library and the GPU exist; a missing one prints n/a and
+why. Everywhere else it runs the same programs on "cuda-emulated" (the generated CUDA kernels,
+window kernels included, run on the host) and checks their values against the CPU device and
+NumPy only: emulated timings say nothing about a GPU, so none are printed. The last lines read
+`result: <metric> = <number>`; on the emulated device `result: gpu_values_checked = N` (how
+many programs agreed).
 """
 
 from __future__ import annotations
@@ -35,26 +40,50 @@ def _sync() -> None:
     cupy.cuda.Device().synchronize()
 
 
-def _median_time(fn: Callable[[], object], reps: int) -> float:
-    """Median seconds of `fn()` on the GPU, after one warm-up run."""
+def _median_time(fn: Callable[[], object], reps: int, sync: Callable[[], object] = _sync) -> float:
+    """Median seconds of `fn()` on the GPU (`sync` waits for it), after one warm-up run."""
     fn()
-    _sync()
+    sync()
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
-        _sync()
+        sync()
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
+
+
+def peers() -> dict[str, str]:
+    """Peer -> "" where it runs on this machine's GPU, else why it does not."""
+    why = {}
+    try:
+        import torch
+
+        why["torch"] = "" if torch.cuda.is_available() else "torch sees no CUDA GPU"
+    except ImportError:
+        why["torch"] = "torch is not installed"
+    try:
+        import cupy
+
+        why["cupy"] = "" if cupy.cuda.runtime.getDeviceCount() > 0 else "CuPy sees no GPU"
+    except Exception as e:  # not installed, or no driver
+        why["cupy"] = f"CuPy unusable ({type(e).__name__})"
+    return why
+
+
+def _torch_sync() -> None:
+    import torch
+
+    torch.cuda.synchronize()
 
 
 def fused_programs(d: int) -> dict[str, tuple[Callable[..., object], int]]:
     """name -> (program over a namespace, `lg` or `np`, for rows of `d`; its array arguments)."""
 
     def ln(ns: object, x: object) -> object:
-        if ns is np:
+        if ns is not lg:  # NumPy, or CuPy written the same way
             c = x - x.mean(-1, keepdims=True)
-            return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5)
+            return c / ns.sqrt((c * c).mean(-1, keepdims=True) + 1e-5)
         return F.layer_norm(x, d)
 
     def adam(ns: object, p: object, g: object, m: object, v: object) -> object:
@@ -63,8 +92,8 @@ def fused_programs(d: int) -> dict[str, tuple[Callable[..., object], int]]:
         return p - 0.01 * m / (ns.sqrt(v) + 1e-8)
 
     def softmax(ns: object, x: object) -> object:
-        if ns is np:
-            e = np.exp(x - x.max(-1, keepdims=True))
+        if ns is not lg:
+            e = ns.exp(x - x.max(-1, keepdims=True))
             return e / e.sum(-1, keepdims=True)
         return lg.softmax(x, axis=-1)
 
@@ -74,10 +103,14 @@ def fused_programs(d: int) -> dict[str, tuple[Callable[..., object], int]]:
     return {"softmax": (softmax, 1), "layer_norm": (ln, 1), "gelu": (gelu, 1), "adam": (adam, 4)}
 
 
-def check_fused(dev: str, n: int, d: int, reps: int) -> tuple[int, dict[str, float]]:
-    """Values of each fused program on `dev` against NumPy; on a GPU, its bandwidth fraction."""
+def check_fused(
+    dev: str, n: int, d: int, reps: int, cupy_ok: bool = False
+) -> tuple[int, dict[str, float], dict[str, float]]:
+    """Values of each fused program on `dev` against NumPy; on a GPU, its bandwidth fraction
+    and its time over the NumPy-style CuPy program's (where CuPy runs)."""
     rng = np.random.default_rng(0)
     fractions: dict[str, float] = {}
+    vs_cupy: dict[str, float] = {}
     checked = 0
     copy_bw = None
     if dev == "cuda":
@@ -98,7 +131,13 @@ def check_fused(dev: str, n: int, d: int, reps: int) -> tuple[int, dict[str, flo
         if copy_bw is not None:
             t = _median_time(lambda prog=prog, xs=xs: lg.eval(prog(lg, *xs)), reps)
             fractions[name] = (nargs + 1) * n * d * 4 / t / copy_bw
-    return checked, fractions
+            if cupy_ok:
+                import cupy
+
+                cs = [cupy.asarray(a) for a in args]
+                np.testing.assert_allclose(cupy.asnumpy(prog(cupy, *cs)), want, rtol=2e-4, atol=2e-5)
+                vs_cupy[name] = t / _median_time(lambda prog=prog, cs=cs: prog(cupy, *cs), reps)
+    return checked, fractions, vs_cupy
 
 
 def _models(hidden: int) -> dict[str, Callable[[], lg.nn.Module]]:
@@ -135,25 +174,167 @@ def train_losses(dev: str, name: str, batch: int, steps: int, hidden: int) -> li
     return losses
 
 
+def _torch_models(hidden: int) -> dict[str, Callable[[], object]]:
+    """The same models in PyTorch."""
+    import torch.nn as tnn
+
+    return {
+        "mlp": lambda: tnn.Sequential(
+            tnn.Flatten(), tnn.Linear(784, hidden), tnn.ReLU(), tnn.Linear(hidden, 10)
+        ),
+        "cnn": lambda: tnn.Sequential(
+            tnn.Conv2d(1, 8, 5, padding=2),
+            tnn.ReLU(),
+            tnn.MaxPool2d(2),
+            tnn.Flatten(),
+            tnn.Linear(8 * 14 * 14, 10),
+        ),
+    }
+
+
+def step_times(name: str, batch: int, hidden: int, reps: int, torch_ok: bool) -> tuple[float, float | None]:
+    """Seconds per training step of model `name` on "cuda": lazygraph, and PyTorch CUDA eager."""
+    lg.manual_seed(0)
+    model = _models(hidden)[name]().to("cuda")
+    opt = (lg.optim.Adam if name == "mlp" else lg.optim.SGD)(model.parameters(), lr=1e-2)
+    rng = np.random.default_rng(1)
+    xs = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
+    ys = rng.integers(0, 10, batch)
+    x, y = lg.asarray(xs, device="cuda"), lg.asarray(ys, device="cuda")
+
+    def lg_step() -> None:
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        lg.eval(loss, *model.parameters())
+
+    ours = _median_time(lg_step, reps)
+    if not torch_ok:
+        return ours, None
+    import torch
+
+    torch.manual_seed(0)
+    tm = _torch_models(hidden)[name]().cuda()
+    topt = (torch.optim.Adam if name == "mlp" else torch.optim.SGD)(tm.parameters(), lr=1e-2)
+    tx, ty = torch.from_numpy(xs).cuda(), torch.from_numpy(ys).cuda()
+
+    def torch_step() -> None:
+        loss = torch.nn.functional.cross_entropy(tm(tx), ty)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+
+    return ours, _median_time(torch_step, reps, _torch_sync)
+
+
+#: window steps: (lazygraph or torch functional namespace, x, w) -> values, forward and backward
+WINDOWS: dict[str, Callable[..., tuple]] = {
+    "max_pool2d": lambda f, x, w: (f.max_pool2d(x, 3, 2, 1),),
+    "avg_pool2d": lambda f, x, w: (f.avg_pool2d(x, 3, 2, 1, count_include_pad=False),),
+    "conv2d": lambda f, x, w: (f.conv2d(x, w, None, 1, 1),),
+}
+
+
+def _lg_window(name: str, dev: str, xs: np.ndarray, ws: np.ndarray) -> list:
+    """Step `name` on `dev` with its gradients: the value, d/dx (through zeros that require grad:
+    the data stays data, not a folded constant) and, for conv2d, d/dw."""
+    e = lg.asarray(np.zeros_like(xs), device=dev, requires_grad=True)
+    w = lg.asarray(ws, device=dev, requires_grad=True)
+    (y,) = WINDOWS[name](F, lg.asarray(xs, device=dev) + e, w)
+    (y * y).sum().backward()
+    return [y, e.grad] + ([w.grad] if name == "conv2d" else [])
+
+
+def check_windows(
+    dev: str, n: int, c: int, hw: int, reps: int, torch_ok: bool
+) -> tuple[int, dict[str, tuple]]:
+    """Window steps on `dev` against the CPU device; on a GPU, their times against PyTorch eager."""
+    from jit import window_cuda
+
+    rng = np.random.default_rng(2)
+    xs = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+    ws = (rng.standard_normal((c, c, 3, 3)) * 0.2).astype(np.float32)
+    checked, times = 0, {}
+    for name in WINDOWS:
+        before = sum(v for (d, _), v in window_cuda.LAUNCHES.items() if d == dev)
+        got = [v.numpy() for v in _lg_window(name, dev, xs, ws)]
+        launched = sum(v for (d, _), v in window_cuda.LAUNCHES.items() if d == dev) - before
+        want = [v.numpy() for v in _lg_window(name, "cpu", xs, ws)]
+        for g, wv in zip(got, want):
+            np.testing.assert_allclose(g, wv, rtol=1e-4, atol=1e-4, err_msg=name)
+        print(
+            f"{name}: forward and gradients agree with the CPU device ({launched} CUDA window-kernel launches)"
+        )
+        checked += 1
+        if dev != "cuda":
+            continue
+        ours = _median_time(lambda name=name: lg.eval(*_lg_window(name, dev, xs, ws)), reps)
+        theirs = None
+        if torch_ok:
+            import torch
+
+            tx = torch.from_numpy(xs).cuda().requires_grad_()
+            tw = torch.from_numpy(ws).cuda().requires_grad_()
+
+            def torch_window(name: str = name, tx: object = tx, tw: object = tw) -> None:
+                (y,) = WINDOWS[name](torch.nn.functional, tx, tw)
+                (y * y).sum().backward()
+
+            theirs = _median_time(torch_window, reps, _torch_sync)
+        times[name] = (ours, theirs)
+    return checked, times
+
+
+def _row(cells: list[str]) -> str:
+    return "  ".join(f"{c:>22}" if i else f"{c:<24}" for i, c in enumerate(cells))
+
+
 def main() -> None:
-    """Runs the benchmark and prints its `result:` lines."""
+    """Runs the benchmark and prints its table and `result:` lines."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, under a minute")
     args = ap.parse_args()
     gpu = "cuda" in lg.devices()
     dev = "cuda" if gpu else "cuda-emulated"
     if args.quick or not gpu:  # the emulator runs every CUDA thread on the host: keep it small
-        n, d, batch, steps, hidden, reps = 64, 256, 8, 2, 32, 5
+        n, d, batch, steps, hidden, reps, win = 64, 256, 8, 2, 32, 5, (2, 4, 12)
     else:
-        n, d, batch, steps, hidden, reps = 8192, 1024, 256, 5, 256, 20
+        n, d, batch, steps, hidden, reps, win = 8192, 1024, 256, 5, 256, 20, (64, 64, 56)
+    why = peers() if gpu else {"torch": "no GPU", "cupy": "no GPU"}
     print(f"device: {dev}" + ("" if gpu else " (values only: no GPU timings on the emulator)"))
-    checked, fractions = check_fused(dev, n, d, reps)
+    for peer, reason in why.items():
+        if reason:
+            print(f"peer {peer}: n/a ({reason})")
+    checked, fractions, vs_cupy = check_fused(dev, n, d, reps, cupy_ok=gpu and not why["cupy"])
+    wchecked, wtimes = check_windows(dev, *win, reps, torch_ok=gpu and not why["torch"])
+    checked += wchecked
+    steps_t: dict[str, tuple] = {}
     for name in ("mlp", "cnn"):
         got = train_losses(dev, name, batch, steps, hidden)
         want = train_losses("cpu", name, batch, steps, hidden)
         np.testing.assert_allclose(got, want, rtol=1e-4, err_msg=name)
         print(f"{name}: {steps} steps, losses agree with the CPU device ({got[-1]:.4f})")
         checked += 1
+        if gpu:
+            steps_t[name] = step_times(name, batch, hidden, reps, torch_ok=not why["torch"])
+    if gpu:
+        print(_row(["step (ms)", "lazygraph", "torch cuda eager", "lazygraph / torch"]))
+        for label, (ours, theirs) in [*((f"{k} train step", v) for k, v in steps_t.items()), *wtimes.items()]:
+            ratio = "n/a" if theirs is None else f"{ours / theirs:.2f}"
+            tt = "n/a" if theirs is None else f"{theirs * 1e3:.3f}"
+            print(_row([label, f"{ours * 1e3:.3f}", tt, ratio]))
+        print(_row(["fused kernel", "fraction of copy bw", "", "lazygraph / cupy"]))
+        for name, f in fractions.items():
+            print(_row([name, f"{f:.3f}", "", f"{vs_cupy[name]:.2f}" if name in vs_cupy else "n/a"]))
+        for name, (ours, theirs) in steps_t.items():
+            if theirs is not None:
+                print(f"result: {name}_step_vs_torch_cuda = {ours / theirs:.3f}")
+        for name, (ours, theirs) in wtimes.items():
+            if theirs is not None:
+                print(f"result: {name}_fwd_bwd_vs_torch_cuda = {ours / theirs:.3f}")
+        for name, r in vs_cupy.items():
+            print(f"result: {name}_vs_cupy = {r:.3f}")
     for name, f in fractions.items():
         print(f"result: {name}_fraction_of_copy_bandwidth = {f:.3f}")
     print(f"result: gpu_values_checked = {checked}")
