@@ -4,6 +4,7 @@ and the step graph's cache hits. Prints `ok <check>` per check; any failure exit
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -17,8 +18,13 @@ R, W = D.rank(), D.world_size()
 assert W == 2, f"run with mpiexec -n 2 (world size {W})"
 
 
+def say(line: str) -> None:
+    """One write per line, so the two ranks' lines never interleave in mpiexec's output."""
+    os.write(1, (line + "\n").encode())
+
+
 def ok(name: str) -> None:
-    print(f"rank {R}: ok {name}", flush=True)
+    say(f"rank {R}: ok {name}")
 
 
 def same(got: object, want: np.ndarray, name: str, tol: float = 0.0) -> None:
@@ -208,5 +214,5 @@ check_emulated_nccl()
 check_gradients()
 check_training()
 D.barrier()
-print(f"rank {R}: done", flush=True)
+say(f"rank {R}: done")
 sys.exit(0)

@@ -2,6 +2,8 @@
 
     errors.py structure   ranks record graphs of different structure: every rank fails, naming both
     errors.py dead        rank 1 exits at once: rank 0 fails within LAZYGRAPH_DIST_TIMEOUT naming it
+                          (MPICH's mpiexec needs -disable-auto-cleanup, else it ends the job itself)
+    errors.py hung        rank 1 never arrives (sleeps): the same error
 Each rank prints `rank R: <ExceptionType>: <message>` and leaves without MPI_Finalize (a peer is gone)."""
 
 from __future__ import annotations
@@ -20,8 +22,15 @@ R = D.rank()
 mode = sys.argv[1]
 
 
-def report(e: BaseException) -> None:
-    print(f"rank {R}: {type(e).__name__}: {e}", flush=True)
+def say(line: str) -> None:
+    """One write per line, so the two ranks' lines never interleave in mpiexec's output."""
+    os.write(1, (line + "\n").encode())
+
+
+def report(e: BaseException, together: bool = False) -> None:
+    say(f"rank {R}: {type(e).__name__}: {e}")
+    if together:  # the ranks still talk: leave together, so no rank ends the job under another
+        D.barrier()
     os._exit(0)
 
 
@@ -31,15 +40,17 @@ if mode == "structure":
     try:
         D.all_reduce(y).numpy()
     except Exception as e:
-        report(e)
-elif mode == "dead":
+        report(e, together=True)
+elif mode in ("dead", "hung"):
+    if R == 1 and mode == "dead":
+        os._exit(3)  # dies without a word
     if R == 1:
         time.sleep(60)  # hung (or gone elsewhere): never arrives at the collective
     t0 = time.monotonic()
     try:
         D.all_reduce(lg.asarray(np.ones(3))).numpy()
     except Exception as e:
-        print(f"rank {R}: failed after {time.monotonic() - t0:.1f} s", flush=True)
+        say(f"rank {R}: failed after {time.monotonic() - t0:.1f} s")
         report(e)
-print(f"rank {R}: no error", flush=True)
+say(f"rank {R}: no error")
 os._exit(1)
