@@ -83,7 +83,7 @@ from lazygraph import ufuncs as _ufuncs  # noqa: E402  (lazy ufunc methods: lg.a
 from lazygraph.autograd import backward, grad  # noqa: E402, F401
 from lazygraph.engine.tiered import wait as jit_wait  # noqa: E402, F401  (background optimization and compiles done)
 from lazygraph.fallback import LazygraphFallbackWarning  # noqa: E402, F401
-from lazygraph.fallback import module_getattr as __getattr__  # noqa: E402, F401  (lg.<NumPy function we lack>: NumPy's, warned)
+from lazygraph.fallback import module_getattr as _numpy_getattr  # noqa: E402  (lg.<NumPy function we lack>: NumPy's, warned)
 from lazygraph.gradmode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402, F401
 from lazygraph.numlib_complex import *  # noqa: E402, F403  (real, imag, conj, angle, iscomplex, ...)
 from lazygraph.numlib_index import *  # noqa: E402, F403  (fill_diagonal, put, insert, delete, triu_indices, unravel_index)
@@ -96,3 +96,12 @@ from ops.settings import SETTINGS as settings  # noqa: E402, F401  (lg.settings.
 # names defined here; handed over, so that no module below this one imports it back
 _methods.install_array_function(_sys.modules[__name__])
 _autograd.F.namespace = _sys.modules[__name__]
+
+
+def __getattr__(name: str) -> object:
+    """`lg.dask` imports lazygraph.dask on first use (importing lazygraph never imports Dask)."""
+    if name == "dask":
+        import importlib
+
+        return importlib.import_module("lazygraph.dask")
+    return _numpy_getattr(name)

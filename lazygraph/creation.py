@@ -23,6 +23,11 @@ def full(
     dev = check_device(device)
     if isinstance(fill_value, Array):
         raise TypeError("full: fill_value must be a Python or NumPy scalar, not a lazy Array")
+    if dtype is not None and np.dtype(dtype).fields is not None:
+        # a TypeError, as from CuPy: callers such as Dask's arg-reductions then use a dict instead
+        raise TypeError(
+            f"full: structured dtype {np.dtype(dtype)} is not supported (lazygraph arrays hold numbers)"
+        )
     out = _on(record("full", shape=shape, fill_value=fill_value, dtype=dtype), dev)
     if requires_grad:
         out.requires_grad = True
@@ -44,25 +49,32 @@ def empty(shape: Any, dtype: Any = None, device: str | None = None) -> Array:
     return zeros(shape, dtype, device)
 
 
-def full_like(x: Any, fill_value: Any, dtype: Any = None, device: str | None = None) -> Array:
-    """Like full, with x's shape and (by default) dtype and device."""
+def full_like(
+    x: Any, fill_value: Any, dtype: Any = None, device: str | None = None, shape: Any = None
+) -> Array:
+    """Like full, with x's shape (or `shape`, as NumPy's) and (by default) dtype and device."""
     x = _arr(x)
-    return full(x.shape, fill_value, x.dtype if dtype is None else dtype, device or x.device)
+    return full(
+        x.shape if shape is None else shape,
+        fill_value,
+        x.dtype if dtype is None else dtype,
+        device or x.device,
+    )
 
 
-def zeros_like(x: Any, dtype: Any = None, device: str | None = None) -> Array:
+def zeros_like(x: Any, dtype: Any = None, device: str | None = None, shape: Any = None) -> Array:
     """Zeros with x's shape and dtype."""
-    return full_like(x, 0, dtype, device)
+    return full_like(x, 0, dtype, device, shape)
 
 
-def ones_like(x: Any, dtype: Any = None, device: str | None = None) -> Array:
+def ones_like(x: Any, dtype: Any = None, device: str | None = None, shape: Any = None) -> Array:
     """Ones with x's shape and dtype."""
-    return full_like(x, 1, dtype, device)
+    return full_like(x, 1, dtype, device, shape)
 
 
-def empty_like(x: Any, dtype: Any = None, device: str | None = None) -> Array:
+def empty_like(x: Any, dtype: Any = None, device: str | None = None, shape: Any = None) -> Array:
     """Uninitialised-by-contract array with x's shape and dtype (zeros here)."""
-    return full_like(x, 0, dtype, device)
+    return full_like(x, 0, dtype, device, shape)
 
 
 def arange(

@@ -144,6 +144,8 @@ def _array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwar
         if getattr(lazy, "lazy", False) and fallback.accepts(lazy, kwargs):
             if method != "at" or isinstance(inputs[0], Array):
                 return lazy(*inputs, **kwargs)
+    if "dtype" in kwargs and name is not None and method == "__call__":
+        inputs, kwargs = _cast_to_loop(ufunc, inputs, kwargs)
     if name is None or method != "__call__" or set(kwargs) - {"out"}:
         # ufunc methods (np.add.at, np.maximum.accumulate), ufuncs and keywords we lack
         return fallback.array_ufunc(ufunc, method, inputs, kwargs)
@@ -155,6 +157,33 @@ def _array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwar
         # out= follows NumPy's rules (same_kind casting, broadcast to out's shape)
         return getattr(api, name)(*inputs, out=target)
     return getattr(api, name)(*inputs)
+
+
+def _cast_to_loop(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """`np.add(a, b, dtype=d)` computes in d: the inputs cast to it (Dask's tensordot sums chunks so).
+
+    Only where the ufunc has a d -> d loop (arithmetic); a comparison's dtype= and the like
+    keep going to NumPy's fallback.
+    """
+    rest = dict(kwargs)
+    dtype = rest.pop("dtype")
+    if dtype is None:
+        return inputs, rest
+    dt = np.dtype(dtype)
+    if f"{dt.char * ufunc.nin}->{dt.char * ufunc.nout}" not in ufunc.types or any(
+        isinstance(x, (Array, np.ndarray, np.generic)) and not np.can_cast(x.dtype, dt, "same_kind")
+        for x in inputs
+    ):
+        return inputs, kwargs  # NumPy's own rules (and errors) decide
+    cast = tuple(
+        x.astype(dt)
+        if isinstance(x, Array) and x.dtype != dt
+        else np.asarray(x, dtype=dt)
+        if isinstance(x, (np.ndarray, np.generic))
+        else x
+        for x in inputs
+    )
+    return cast, rest
 
 
 def install_array_function(namespace: ModuleType) -> None:
