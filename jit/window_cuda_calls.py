@@ -102,7 +102,9 @@ def max_pool2d_grad(
     g = be.contiguous(g)
     x = be.contiguous(x)
     n, c, h, w = x.shape
-    ho, wo = g.shape[2:]
+    ho, wo = out_hw((h, w), kernel_size, stride, padding, dilation)
+    if tuple(g.shape) != (n, c, ho, wo):
+        raise ValueError(f"max_pool2d_grad: cotangent {tuple(g.shape)} does not fit input {tuple(x.shape)}")
     geo = (kernel_size, stride, padding, dilation)
     at = be.empty((n, c, ho, wo), np.dtype(np.int32))
     wc.launch(be, wc._max_pool_source, (x.dtype, True, *geo), [x, at], [n * c * ho * wo, h, w, ho, wo])
@@ -146,7 +148,9 @@ def avg_pool2d_grad(
     """The average-pool gradient on the device: each input gathers its windows' shares (x: its shape)."""
     g = be.contiguous(g)
     n, c, h, w = x.shape
-    ho, wo = g.shape[2:]
+    ho, wo = out_hw((h, w), kernel_size, stride, padding, (1, 1))
+    if tuple(g.shape) != (n, c, ho, wo):
+        raise ValueError(f"avg_pool2d_grad: cotangent {tuple(g.shape)} does not fit input {tuple(x.shape)}")
     gi = _out(be, (n, c, h, w), g.dtype, out)
     args = (g.dtype, bool(count_include_pad), kernel_size, stride, padding)
     wc.launch(be, wc._avg_pool_grad_source, args, [g, gi], [n * c * h * w, h, w, ho, wo])
@@ -154,6 +158,16 @@ def avg_pool2d_grad(
 
 
 # -- convolution -----------------------------------------------------------------------------
+
+
+def _check(op: str, x_shape: tuple, w_shape: tuple, groups: int) -> None:
+    """The kernels index by these sizes: inconsistent ones would write out of bounds, so refuse them."""
+    o, cp = w_shape[:2]
+    if len(x_shape) != 4 or len(w_shape) != 4 or groups < 1 or o % groups or x_shape[1] != cp * groups:
+        raise ValueError(
+            f"{op}: input {tuple(x_shape)} and weight {tuple(w_shape)} do not fit groups={groups} "
+            "(NCHW input, weight (C_out, C_in/groups, kH, kW), groups dividing C_out)"
+        )
 
 
 def _columns(be: Any, x: Any, w_shape: tuple, groups: int, s: Pair, p: Pair, d: Pair) -> tuple[Any, tuple]:
@@ -200,6 +214,11 @@ def conv2d(
 ) -> Any:
     """conv2d as im2col, one batched GEMM over groups, and the rows written as NCHW (+ bias)."""
     x, w = be.contiguous(x), be.contiguous(w)
+    _check("conv2d", x.shape, w.shape, groups)
+    if b is not None and tuple(b.shape) != (w.shape[0],):
+        raise ValueError(
+            f"conv2d: bias {tuple(b.shape)} does not match the weight's {w.shape[0]} output channels"
+        )
     cols, (n, c, h, wd, o, cp, kh, kw, ho, wo) = _columns(be, x, w.shape, groups, stride, padding, dilation)
     rows = be.contiguous(be.gemm(cols, _weight_matrix(be, w, groups)))  # (G, P, OG)
     y = _out(be, (n, o, ho, wo), x.dtype, out)
@@ -225,9 +244,14 @@ def conv2d_grad_input(
 ) -> Any:
     """d(conv2d)/dx: the cotangent's rows times each group's weight matrix, then col2im (x: its shape)."""
     g, w = be.contiguous(g), be.contiguous(w)
+    _check("conv2d_grad_input", x.shape, w.shape, groups)
     n, c, h, wd = x.shape
     o, cp, kh, kw = w.shape
     ho, wo = g.shape[2:]
+    if tuple(g.shape) != (n, o, *out_hw((h, wd), (kh, kw), stride, padding, dilation)):
+        raise ValueError(
+            f"conv2d_grad_input: cotangent {tuple(g.shape)} does not fit input {tuple(x.shape)}, weight {tuple(w.shape)}"
+        )
     og = o // groups
     gh = be.empty((groups, n * ho * wo, og), g.dtype)
     wc.launch(be, wc._nchw_to_rows_source, (g.dtype,), [g, gh], [n * o * ho * wo, groups, og, ho * wo, n])
@@ -252,6 +276,16 @@ def conv2d_grad_weight(
 ) -> Any:
     """d(conv2d)/dw: each group's columns, transposed, times the cotangent's rows (w: its shape)."""
     g, x = be.contiguous(g), be.contiguous(x)
+    _check("conv2d_grad_weight", x.shape, tuple(w.shape), groups)
+    want = (
+        x.shape[0],
+        w.shape[0],
+        *out_hw(tuple(x.shape[2:]), tuple(w.shape[2:]), stride, padding, dilation),
+    )
+    if tuple(g.shape) != want:
+        raise ValueError(
+            f"conv2d_grad_weight: cotangent {tuple(g.shape)} does not fit input {tuple(x.shape)}, weight {tuple(w.shape)}"
+        )
     cols, (n, c, h, wd, o, cp, kh, kw, ho, wo) = _columns(
         be, x, tuple(w.shape), groups, stride, padding, dilation
     )
