@@ -77,7 +77,7 @@ __all__ = [
 
 def _owned(value: np.ndarray, device: str | None = None) -> Array:
     """A lazy array over a NumPy array nobody else holds (a fresh draw, an unpickled value): no copy."""
-    arr = np.ascontiguousarray(value)
+    arr = np.asarray(value, order="C")  # (not ascontiguousarray: it makes 0-d arrays 1-d)
     arr.flags.writeable = False
     node = Node(BUFFER, (), {}, arr.shape, arr.dtype, buffer=arr)
     node.device = canonical(device)
@@ -319,6 +319,13 @@ class LazygraphBackendEntrypoint(ArrayBackendEntrypoint):
 _registered: list[bool] = []
 
 
+def _with_subclasses(cls: type) -> list[type]:
+    found = [cls]
+    for sub in cls.__subclasses__():
+        found += _with_subclasses(sub)
+    return found
+
+
 def register() -> None:
     """Register lazygraph with dask.array (done on import; calling it again changes nothing)."""
     if _registered:
@@ -333,7 +340,8 @@ def register() -> None:
     divide_lookup.register(Array, _divide)
     percentile_lookup.register(Array, _chunk_percentile)
     to_numpy_dispatch.register(Array, _to_numpy)
-    copyreg.pickle(Array, _reduce)
+    for cls in _with_subclasses(Array):  # pickle looks its reducers up by exact type
+        copyreg.pickle(cls, _reduce)
     if "lazygraph" not in array_creation_dispatch._lookup:
         array_creation_dispatch.register_backend("lazygraph", LazygraphBackendEntrypoint())
     dask.config.set(array_optimize=optimize)

@@ -42,10 +42,18 @@ def asarray(
 
 
 def array(
-    x: Any, dtype: Any = None, device: str | None = None, copy: bool = True, requires_grad: bool = False
+    x: Any,
+    dtype: Any = None,
+    device: str | None = None,
+    copy: bool = True,
+    requires_grad: bool = False,
+    ndmin: int = 0,
 ) -> Array:
-    """Like asarray, but a lazy array input is copied (NumPy's np.array)."""
-    return asarray(x, dtype=dtype, device=device, copy=copy, requires_grad=requires_grad)
+    """Like asarray, but a lazy array input is copied (NumPy's np.array; `ndmin` prepends 1s)."""
+    out = asarray(x, dtype=dtype, device=device, copy=copy, requires_grad=requires_grad)
+    if out.ndim < ndmin:
+        out = reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
+    return out
 
 
 def _arr(x: Any) -> Array:

@@ -79,10 +79,11 @@ def test_program_matches_numpy_chunks(name):
     a = np.random.default_rng(3).standard_normal((8, 6))
     dx, dn = _pair(a, (4, 3))
     program = PROGRAMS[name]
-    lazy = program(dx)
-    assert isinstance(lazy._meta, lg.Array), type(lazy._meta)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", lg.LazygraphFallbackWarning)  # every chunk op recorded lazily
+        # Dask's meta computations and every chunk's ops are recorded lazily (no NumPy fallback)
+        warnings.simplefilter("error", lg.LazygraphFallbackWarning)
+        lazy = program(dx)
+        assert isinstance(lazy._meta, lg.Array), type(lazy._meta)
         out = lazy.compute(scheduler="sync")
     _check(out, program(dn).compute(scheduler="sync"))
 
@@ -159,6 +160,10 @@ def test_pickled_lazy_chunk_is_its_value():
     assert isinstance(y, lg.Array) and y.device == x.device
     np.testing.assert_allclose(np.asarray(y), np.exp(np.arange(1.0, 4.0)) + 1)
     assert (y + x[:3]).shape == (3,)  # the device came back as this process's own
+    for value in (x.sum(), x[2], x.reshape(2, 3).T, lg.asarray(np.arange(4, dtype=np.int32))):
+        back = pickle.loads(pickle.dumps(value))
+        assert type(back) is lg.Array and back.shape == value.shape and back.dtype == value.dtype
+        np.testing.assert_array_equal(np.asarray(back), np.asarray(value))
 
 
 def test_hit_rate_one_miss_per_chunk_shape_threaded(cold_memory_cache):
@@ -242,7 +247,18 @@ def test_threaded_local_cluster_counts_its_process_once(cold_memory_cache):
 
 
 def test_importing_lazygraph_does_not_import_dask():
-    code = "import sys, lazygraph as lg; assert 'dask' not in sys.modules; lg.dask.register(); print(lg.dask.__name__)"
+    # then the "lazygraph" backend is found through the dask.array.backends entry point (pyproject)
+    code = """if True:
+        import sys, lazygraph as lg
+        assert 'dask' not in sys.modules
+        import dask, dask.array as da
+        assert 'lazygraph.dask' not in sys.modules
+        with dask.config.set({"array.backend": "lazygraph"}):
+            x = da.ones((4, 4), chunks=2)
+        assert type(x.compute()) is lg.Array and 'lazygraph.dask' in sys.modules
+        lg.dask.register()
+        print(lg.dask.__name__)
+    """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "lazygraph.dask"
