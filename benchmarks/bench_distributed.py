@@ -6,9 +6,11 @@
 The model is examples/train_mnist.py's Dali CNN with Adam; the global batch stays the same
 whatever the process count (each of N processes takes 1/N of it), so steps/s of 2 processes
 over 1 is the data-parallel speedup. Each process uses one BLAS/OpenMP thread (the 1-process
-run too), so 2 processes use 2 cores. Per configuration, three warm-up steps (the step graph
-is optimized; the first hit queues its full optimization, which `lg.jit_wait()` lets finish)
-and then the timed steps; rank 0's time is reported.
+run too), so 2 processes use 2 cores. Every configuration first takes three warm-up steps (the
+step graph is optimized; the first hit queues its full optimization, which `lg.jit_wait()` lets
+finish); then the timed steps run round-robin, one step of each configuration per round with
+the ranks lined up before each step, so all see the same machine load; rank 0's median step
+time is reported.
 
     lazygraph            nn.DataParallel, gradients bucketed (1 MiB buckets), overlap on
     per-gradient         one all-reduce per gradient (bucket_bytes=0)
@@ -16,7 +18,7 @@ and then the timed steps; rank 0's time is reported.
     no overlap           each all-reduce completes where it is posted (set_overlap(False))
     torch DDP            PyTorch DistributedDataParallel over gloo, same model, batch and Adam
 
-`comm share` is the fraction of rank 0's step time spent in MPI calls and waits (handshake,
+`comm share` is the median fraction of rank 0's step time spent in MPI calls and waits (handshake,
 posting, completing; waiting for a slower rank counts too). Ratios: bucketing gain =
 per-gradient time / bucketed time, overlap gain = no-overlap time / overlap time (above 1:
 the feature helps). The driver launches `mpiexec -n 1` and `mpiexec -n 2` with this file in
@@ -30,9 +32,11 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -59,8 +63,8 @@ def _data(batch: int, steps: int) -> tuple:
     return x, d.y_train[:n].astype(np.int64)
 
 
-def _lazygraph(name: str, batch: int, warm: int, steps: int) -> dict:
-    """Time `steps` data-parallel steps of one configuration on this rank."""
+def _lazygraph(name: str, batch: int, n: int) -> Callable[[int], None]:
+    """One configuration's step function (step i uses batch i; this rank takes its slice)."""
     sys.path.insert(0, str(HERE.parent / "examples"))
     from train_mnist import dali_cnn
 
@@ -69,33 +73,28 @@ def _lazygraph(name: str, batch: int, warm: int, steps: int) -> dict:
 
     D = lg.distributed
     bucket, overlap = CONFIGS[name]
-    D.set_overlap(overlap)
     r, w = D.rank(), D.world_size()
-    x, y = _data(batch, warm + steps)
+    x, y = _data(batch, n)
     lg.manual_seed(0)
     model = nn.DataParallel(dali_cnn(), bucket_bytes=bucket)
     opt = lg.optim.Adam(model.parameters(), lr=1e-3)
     per = batch // w
-    t0 = c0 = 0.0
-    for i in range(warm + steps):
-        if i == warm - 1:
-            lg.jit_wait()  # the full optimization and kernel compiles, queued by the first hit, done
-        if i == warm:
-            D.barrier()
-            t0, c0 = time.perf_counter(), D.communication_seconds()
+
+    def step(i: int) -> None:
+        D.set_overlap(overlap)
         lo = i * batch + r * per
         loss = nn.functional.cross_entropy(model(lg.asarray(x[lo : lo + per])), lg.asarray(y[lo : lo + per]))
         opt.zero_grad()
         loss.backward()
         opt.step()
         float(loss)
-    seconds = time.perf_counter() - t0
-    D.set_overlap(True)
-    return {"steps_s": steps / seconds, "comm": (D.communication_seconds() - c0) / seconds}
+        D.set_overlap(True)
+
+    return step
 
 
-def _torch(batch: int, warm: int, steps: int) -> dict | None:
-    """The same steps with PyTorch DistributedDataParallel (gloo); None without torch."""
+def _torch(batch: int, n: int) -> Callable[[int], None] | None:
+    """The same step with PyTorch DistributedDataParallel (gloo); None without torch."""
     try:
         import torch
         import torch.distributed as td
@@ -124,37 +123,60 @@ def _torch(batch: int, warm: int, steps: int) -> dict | None:
     )
     ddp = tnn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
-    x, y = _data(batch, warm + steps)
+    x, y = _data(batch, n)
     x, y = torch.from_numpy(x), torch.from_numpy(y)
     per = batch // w
-    t0 = 0.0
-    for i in range(warm + steps):
-        if i == warm:
-            td.barrier()
-            t0 = time.perf_counter()
+
+    def step(i: int) -> None:
         lo = i * batch + r * per
         loss = tnn.functional.cross_entropy(ddp(x[lo : lo + per]), y[lo : lo + per])
         opt.zero_grad()
         loss.backward()
         opt.step()
         float(loss)
-    seconds = time.perf_counter() - t0
-    td.destroy_process_group()
-    return {"steps_s": steps / seconds, "comm": float("nan")}
+
+    return step
 
 
 def worker(batch: int, warm: int, steps: int) -> None:
-    """One mpiexec launch: every configuration in turn; rank 0 prints one JSON line."""
+    """One mpiexec launch: the configurations' steps round-robin; rank 0 prints one JSON line.
+
+    Round-robin (one step of each configuration per round, the ranks lined up by a barrier
+    before each step) lets every configuration see the same machine load; per configuration
+    the median step time and the median share of it spent communicating are reported.
+    """
     import lazygraph as lg
 
-    lg.distributed.init()
-    names = list(CONFIGS) if lg.distributed.world_size() > 1 else ["lazygraph"]
-    out = {n: _lazygraph(n, batch, warm, steps) for n in names}
-    lg.distributed.barrier()
-    peer = _torch(batch, warm, steps)
+    D = lg.distributed
+    D.init()
+    names = list(CONFIGS) if D.world_size() > 1 else ["lazygraph"]
+    steps_of: dict[str, Callable[[int], None]] = {n: _lazygraph(n, batch, warm + steps) for n in names}
+    peer = _torch(batch, warm + steps)
     if peer is not None:
-        out["torch DDP"] = peer
-    if lg.distributed.rank() == 0:
+        steps_of["torch DDP"] = peer
+    for i in range(warm):
+        for fn in steps_of.values():
+            fn(i)
+        if i == warm - 2:
+            lg.jit_wait()  # the full optimizations and kernel compiles the first hits queued, done
+    times: dict[str, list[float]] = {n: [] for n in steps_of}
+    comm: dict[str, list[float]] = {n: [] for n in steps_of}
+    for i in range(warm, warm + steps):
+        for name, fn in steps_of.items():
+            D.barrier()
+            c0, t0 = D.communication_seconds(), time.perf_counter()
+            fn(i)
+            t = time.perf_counter() - t0
+            times[name].append(t)
+            comm[name].append((D.communication_seconds() - c0) / t)
+    out = {
+        n: {
+            "steps_s": 1.0 / statistics.median(times[n]),
+            "comm": statistics.median(comm[n]) if n != "torch DDP" else float("nan"),
+        }
+        for n in steps_of
+    }
+    if D.rank() == 0:
         print("RESULT " + json.dumps(out), flush=True)
 
 

@@ -18,7 +18,7 @@ rank. The token is also never a constant, so the fold pass never memoizes a coll
 The communicator is not part of any key: kernels look their transport up by name
 (`"mpi"`, `"nccl"`) in a table `lazygraph.distributed` fills through `set_transport`; ops/
 imports nothing from lazygraph. `collective_shard` takes this rank's slice of an axis (the
-gradient of all_gather). The structure digest of the graph being run (`set_structure`,
+gradient of all_gather); `collective_unshard` puts a slice back into zeros (its gradient). The structure digest of the graph being run (`set_structure`,
 called by the engine before each run) travels with every collective's arrival message, so
 ranks that disagree on a graph's structure fail with both digests named.
 """
@@ -190,9 +190,33 @@ class CollectiveShard(Op):
         return x[(slice(None),) * axis + (slice(r * n, (r + 1) * n),)]
 
 
+class CollectiveUnshard(CollectiveShard):
+    """This rank's block placed into zeros (extent x world): the gradient of collective_shard."""
+
+    def __init__(self) -> None:
+        Op.__init__(self, "collective_unshard")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """The axis multiplied by the world size."""
+        (x,) = inputs
+        world = attrs["world"]
+        axis = normalize_axis(self.name, attrs.get("axis", 0), x.ndim)
+        shape = x.shape[:axis] + (x.shape[axis] * world,) + x.shape[axis + 1 :]
+        return shape, x.dtype, {"axis": axis, "world": world, "transport": attrs.get("transport", "mpi")}
+
+    def kernel(self, x: Any, axis: int, world: int, transport: str) -> Any:
+        """Zeros, with `x` at the transport's rank's block."""
+        r = get_transport(transport).rank
+        n = x.shape[axis]
+        out = np.zeros(x.shape[:axis] + (n * world,) + x.shape[axis + 1 :], dtype=x.dtype)
+        out[(slice(None),) * axis + (slice(r * n, (r + 1) * n),)] = x
+        return out
+
+
 REGISTRY_START = register(CollectiveStart())
 register(CollectiveWait())
 register(CollectiveShard())
+register(CollectiveUnshard())
 
 
 def _front(F: Any) -> Any:
@@ -227,9 +251,14 @@ def _wait_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
 
 
 def _shard_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    return (_front(F).all_gather(g, axis=attrs["axis"], _transport=attrs["transport"]),)
+    return (F.record("collective_unshard", g, **attrs),)
+
+
+def _unshard_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+    return (F.record("collective_shard", g, **attrs),)
 
 
 REGISTRY_START.vjp = _start_vjp
 defvjp("collective_wait")(_wait_vjp)
 defvjp("collective_shard")(_shard_vjp)
+defvjp("collective_unshard")(_unshard_vjp)

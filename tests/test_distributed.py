@@ -61,6 +61,7 @@ def test_collectives_gradients_data_parallel_and_cache() -> None:
         "gradient of all_reduce(mean) matches finite differences",
         "gradient of all_gather(axis=1) matches finite differences",
         "gradient of broadcast(root=1) matches finite differences",
+        "gradient of collective_shard(all_gather) matches finite differences",
         "the NCCL path on cuda-emulated (over the MPI transport): values and gradient",
         "2 ranks x batch B == 1 process x batch 2B",
         "the training step is one graph, a cache hit from the third step",
@@ -128,3 +129,24 @@ def test_collectives_need_init_and_check_arguments() -> None:
         D.all_reduce(lg.ones(3))
     with pytest.raises(ValueError, match="unknown backend"):
         D.init(backend="gloo")
+
+
+@needs_mpi
+def test_train_mnist_distributed_prints_once_and_exits_as_usual() -> None:
+    example = Path(__file__).parent.parent / "examples" / "train_mnist.py"
+    args = ["--distributed", "--epochs", "1", "--limit", "256", "--batch-size", "64", "--lr", "3e-3"]
+    p = subprocess.run(
+        [MPIEXEC, "-n", "2", sys.executable, str(example), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "LAZYGRAPH_JIT": "0"},  # the C kernels are tested elsewhere; this is the plumbing
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.rstrip().splitlines()
+    assert p.stdout.count("epoch 1/1:") == 1 and p.stdout.count("test accuracy:") == 1, (
+        p.stdout
+    )  # rank 0 only
+    assert "2 processes" in lines[0] and lines[-1].startswith("test accuracy: "), p.stdout
+    acc = float(lines[-1].split()[-1].rstrip("%"))
+    assert acc > 25, p.stdout  # 4 steps from scratch: well above chance (10%)

@@ -11,6 +11,7 @@ import numpy as np
 
 import lazygraph as lg
 from lazygraph import nn
+from lazygraph.array import record
 
 D = lg.distributed
 D.init()
@@ -141,6 +142,12 @@ def check_gradients() -> None:
     fd_check("all_reduce(mean)", lambda x: (c * lg.sin(D.all_reduce(x, op="mean"))).sum(), x0)
     fd_check("all_gather(axis=1)", lambda x: (c2 * D.all_gather(x * x, axis=1)).sum(), x0)
     fd_check("broadcast(root=1)", lambda x: (c * D.broadcast(x * x, root=1)).sum(), x0)
+
+    def own_block(x: lg.Array) -> lg.Array:  # all_gather then this rank's block: x * x again
+        y = D.all_gather(x * x, axis=1)
+        return (c * record("collective_shard", y, axis=1, world=W, transport="mpi")).sum()
+
+    fd_check("collective_shard(all_gather)", own_block, x0)
 
 
 def check_training() -> None:
