@@ -1,8 +1,8 @@
 """Sorting, searching, counting and set functions on lazy arrays (NumPy's and the Array API's).
 
 Recorded lazily: ``sort``, ``argsort`` (always stable; NaN last; ``descending`` as the Array
-API has it), ``partition`` and ``argpartition`` (NumPy's O(n) introselect: the values equal
-NumPy's), ``searchsorted``,
+API has it), ``partition`` and ``argpartition`` (NumPy's O(n) introselect: argpartition's
+indices are NumPy's, partition gathers by them), ``searchsorted``,
 ``digitize`` (static bins), ``histogram_bin_edges`` and ``histogram`` (int bins with an explicit
 range, or array bins), ``bincount`` of unsigned or bool input when ``minlength`` bounds it, and
 the quantiles of ``numlib_quantile``.
@@ -30,8 +30,9 @@ from lazygraph.array import Array, record
 from lazygraph.creation import zeros
 from lazygraph.numlib_quantile import *  # noqa: F403
 from lazygraph.numlib_quantile import __all__ as _quantile_all
-from lazygraph.shape import _arr, asarray, ravel
+from lazygraph.shape import _arr, asarray, permute_dims, ravel, reshape
 from ops.base import fmt_shape, normalize_axis
+from ops.sorting import array_namespace
 
 _KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
 
@@ -298,6 +299,21 @@ def _value(x: Any) -> np.ndarray:
     return x.numpy() if isinstance(x, Array) else np.asarray(x)
 
 
+def _unique_parts(x: Any, equal_nan: bool, first: bool = True) -> tuple[Array, Array, Array, Array]:
+    """(values, first indices, inverse of x's shape, counts) of x flattened, as NumPy's unique.
+
+    The number of distinct values decides the shapes: it is evaluated (x evaluated once), then
+    the `unique_indices` operator and a gather of the values are recorded, so the results are
+    nodes of the graph and the values are differentiable with respect to x.
+    """
+    x = _arr(x)
+    flat = ravel(x)
+    k = int(record("unique_count", flat, equal_nan=equal_nan))
+    packed = record("unique_indices", flat, count=k, equal_nan=equal_nan, first=first)
+    index, counts = packed[:k], packed[k : 2 * k]
+    return flat[index], index, reshape(packed[2 * k :], x.shape), counts
+
+
 def unique(
     ar: Any,
     return_index: bool = False,
@@ -308,17 +324,32 @@ def unique(
     equal_nan: bool = True,
     sorted: bool = True,  # noqa: A002 - NumPy's name
 ) -> Any:
-    """Sorted distinct values (and first indices, inverse, counts): an evaluation point (x evaluated once)."""
-    res = np.unique(
-        _value(ar),
-        return_index=return_index,
-        return_inverse=return_inverse,
-        return_counts=return_counts,
-        axis=axis,
-        equal_nan=equal_nan,
-        sorted=sorted,
-    )
-    return _leaves(res)
+    """Sorted distinct values (and first indices, inverse, counts): an evaluation point (their number)."""
+    if axis is not None:  # distinct slices: NumPy's function on the value
+        res = np.unique(
+            _value(ar),
+            return_index=return_index,
+            return_inverse=return_inverse,
+            return_counts=return_counts,
+            axis=axis,
+            equal_nan=equal_nan,
+            sorted=sorted,
+        )
+        return _leaves(res)
+    if not (sorted or return_index or return_inverse or return_counts):
+        return _unsorted_values(ar, equal_nan)
+    values, index, inverse, counts = _unique_parts(ar, equal_nan, return_index)
+    extra = [
+        r for r, want in ((index, return_index), (inverse, return_inverse), (counts, return_counts)) if want
+    ]
+    return (values, *extra) if extra else values
+
+
+def _unsorted_values(x: Any, equal_nan: bool) -> Array:
+    """NumPy's unique(sorted=False) values (its own order): the count evaluated, the values recorded."""
+    flat = ravel(_arr(x))
+    k = int(record("unique_count", flat, equal_nan=equal_nan))
+    return record("unique_values", flat, count=k, equal_nan=equal_nan)
 
 
 UniqueAllResult = namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])
@@ -327,42 +358,58 @@ UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indi
 
 
 def unique_all(x: Any, /) -> UniqueAllResult:
-    """Array API: distinct values, first indices, inverse indices (x's shape), counts; evaluation point."""
-    return UniqueAllResult(*_leaves(tuple(np.unique_all(_value(x)))))
+    """Array API: distinct values, first indices, inverse indices (x's shape), counts; NaNs distinct."""
+    return UniqueAllResult(*_unique_parts(x, False))
 
 
 def unique_counts(x: Any, /) -> UniqueCountsResult:
-    """Array API: distinct values and their counts (NaNs distinct); evaluation point."""
-    return UniqueCountsResult(*_leaves(tuple(np.unique_counts(_value(x)))))
+    """Array API: distinct values and their counts (NaNs distinct); their number is evaluated."""
+    values, _, _, counts = _unique_parts(x, False, first=False)
+    return UniqueCountsResult(values, counts)
 
 
 def unique_inverse(x: Any, /) -> UniqueInverseResult:
-    """Array API: distinct values and the inverse indices (x's shape); evaluation point."""
-    return UniqueInverseResult(*_leaves(tuple(np.unique_inverse(_value(x)))))
+    """Array API: distinct values and the inverse indices (x's shape); their number is evaluated."""
+    values, _, inverse, _ = _unique_parts(x, False, first=False)
+    return UniqueInverseResult(values, inverse)
 
 
 def unique_values(x: Any, /) -> Array:
-    """Array API: distinct values (NaNs distinct); evaluation point."""
-    return _leaves(np.unique_values(_value(x)))
+    """Array API: distinct values (NaNs distinct, NumPy's unsorted order); their number is evaluated."""
+    return _unsorted_values(x, False)
 
 
-def nonzero(a: Any) -> tuple[Array, ...]:
-    """Indices of the nonzero elements, one array per axis: an evaluation point (a evaluated once)."""
-    if np.ndim(a) == 0:
+def _nonzero_rows(a: Any) -> Array:
+    """The `nonzero` operator's (ndim, count) indices: the count is evaluated, the indices recorded."""
+    a = _arr(a)
+    if a.ndim == 0:
         raise ValueError(
             "nonzero: Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar).nonzero() instead."
         )
-    return _leaves(np.nonzero(_value(a)))
+    buf = a.node.buffer
+    if buf is not None:  # already evaluated: count from the value, no graph to run
+        count = int(array_namespace(buf).count_nonzero(buf))
+    else:
+        count = int(api.sum(api.not_equal(a, 0), dtype=np.intp))
+    return record("nonzero", a, count=count)
+
+
+def nonzero(a: Any) -> tuple[Array, ...]:
+    """Indices of the nonzero elements, one array per axis: an evaluation point (their number)."""
+    rows = _nonzero_rows(a)
+    return tuple(rows[d] for d in range(rows.shape[0]))
 
 
 def argwhere(a: Any) -> Array:
-    """Indices of nonzero elements as rows (one column per axis): an evaluation point."""
-    return _leaves(np.argwhere(_value(a)))
+    """Indices of nonzero elements as rows (one column per axis): an evaluation point (their number)."""
+    if np.ndim(a) == 0:  # NumPy reads a 0-d array as (1, 0) or (0, 0)
+        return _leaves(np.argwhere(_value(a)))
+    return permute_dims(_nonzero_rows(a), (1, 0))
 
 
 def flatnonzero(a: Any) -> Array:
-    """Indices of the nonzero elements of the flattened array: an evaluation point."""
-    return _leaves(np.flatnonzero(_value(a)))
+    """Indices of the nonzero elements of the flattened array: an evaluation point (their number)."""
+    return _nonzero_rows(ravel(_arr(a)))[0]
 
 
 def where(condition: Any, x: Any = None, y: Any = None) -> Any:

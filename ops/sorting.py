@@ -110,8 +110,9 @@ class SearchSorted(Op):
 class Partition(Op):
     """NumPy's introselect partition along one axis around static `kth`; argpartition gives indices.
 
-    O(n) per slice, as NumPy's. The arrangement of the elements on either side of each kth is
-    NumPy's own (the kernel is NumPy's), so the values equal NumPy's exactly.
+    O(n) per slice, as NumPy's. argpartition's indices are NumPy's exactly; partition is the
+    input gathered by them (the same kth values as NumPy's; the other elements on the correct
+    side, in argpartition's arrangement, which NumPy's partition may not share).
     """
 
     kind = "sort"
@@ -133,24 +134,163 @@ class Partition(Op):
         axis = normalize_axis(self.name, attrs.get("axis", -1), x.ndim)
         n = x.shape[axis]
         kth = tuple(int(k) for k in np.asarray(attrs.get("kth", ()), dtype=np.int64).reshape(-1))
-        if x.size:
-            for k in kth:
-                if not -n <= k < n:
-                    raise ValueError(f"{self.name}: kth(={k}) out of bounds ({n})")
-            kth = tuple(sorted({k % n for k in kth}))
-        else:
+        # kept as given, repeats included: NumPy processes every kth, and a repeat moves ties
+        for k in kth if x.size else ():
+            if not -n <= k < n:
+                raise ValueError(f"{self.name}: kth(={k}) out of bounds ({n})")
+        if not x.size:
             kth = ()
         dtype = np.dtype(np.intp) if self.arg else x.dtype
         return x.shape, dtype, {"axis": axis, "kth": kth}
 
     def kernel(self, x: Any, axis: int, kth: tuple[int, ...]) -> Any:
-        """NumPy's (or CuPy's) partition/argpartition (no kth: the elements as they are)."""
+        """NumPy's (or CuPy's) argpartition; partition gathers by it (no kth: the elements as they are).
+
+        NumPy's own partition may arrange the elements on either side of a kth differently from
+        its argpartition (its SIMD paths): gathering keeps the two, and the gradient, consistent.
+        """
         xp = array_namespace(x)
-        fn = xp.argpartition if self.arg else xp.partition
-        return fn(x, np.asarray(kth, dtype=np.intp), axis=axis)
+        idx = xp.argpartition(x, np.asarray(kth, dtype=np.intp), axis=axis)
+        return idx if self.arg else xp.take_along_axis(x, idx, axis=axis)
 
 
-for _op in (Sort("sort"), Sort("argsort"), SearchSorted(), Partition("partition"), Partition("argpartition")):
+class NonZero(Op):
+    """Indices of the nonzero elements, packed (ndim, count): row d holds the indices along axis d.
+
+    The count is an attribute: the front end evaluates `count_nonzero` first (the output's shape
+    depends on the values), then records this operator, so the indices are a node of the graph.
+    """
+
+    kind = "search"
+
+    def __init__(self) -> None:
+        super().__init__("nonzero")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """(ndim, count) intp; 0-d input is refused, as NumPy does."""
+        (x,) = inputs
+        if x.ndim == 0:
+            raise shape_error(
+                "nonzero", "calling nonzero on 0d arrays is not allowed (use atleast_1d)", inputs
+            )
+        count = int(attrs["count"])
+        return (x.ndim, count), np.dtype(np.intp), {"count": count}
+
+    def kernel(self, x: Any, count: int) -> Any:
+        """NumPy's (or CuPy's) nonzero, stacked; a count that no longer holds is an error."""
+        xp = array_namespace(x)
+        out = xp.stack(xp.nonzero(x)) if x.ndim else xp.zeros((0, 0), dtype=np.intp)
+        if out.shape[1] != count:
+            raise ValueError(f"nonzero: {out.shape[1]} nonzero elements where {count} were counted")
+        return out.astype(np.intp, copy=False)
+
+
+class UniqueCount(Op):
+    """The number of distinct values of a 1-d array (NaNs one value with equal_nan): 0-d intp."""
+
+    kind = "search"
+
+    def __init__(self) -> None:
+        super().__init__("unique_count")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """0-d intp of a 1-d operand."""
+        (x,) = inputs
+        if x.ndim != 1:
+            raise shape_error("unique_count", f"expects a 1-d operand, got {fmt_shape(x.shape)}", inputs)
+        return (), np.dtype(np.intp), {"equal_nan": bool(attrs.get("equal_nan", True))}
+
+    def kernel(self, x: Any, equal_nan: bool) -> Any:
+        """The length of NumPy's (or CuPy's) unique."""
+        xp = array_namespace(x)
+        return xp.asarray(xp.unique(x, equal_nan=equal_nan).size, dtype=np.intp)
+
+
+class UniqueIndices(Op):
+    """NumPy's unique of a 1-d array as indices, packed (2 * count + n,) intp: an index of each
+    distinct value, its count, then the inverse (each element's distinct value). The values
+    themselves are a gather of the operand at those indices (lazygraph/numlib_sort.py).
+
+    `first`: NumPy's unique with return_index (a stable sort: first occurrences). Without it NumPy
+    sorts unstably, which orders distinct NaNs (equal_nan=False) differently: the kernel then
+    calls it as NumPy's function would and takes each value's first element from the inverse.
+    """
+
+    kind = "search"
+
+    def __init__(self) -> None:
+        super().__init__("unique_indices")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """Packed length from the count the front end evaluated."""
+        (x,) = inputs
+        if x.ndim != 1:
+            raise shape_error("unique_indices", f"expects a 1-d operand, got {fmt_shape(x.shape)}", inputs)
+        count = int(attrs["count"])
+        out = {
+            "count": count,
+            "equal_nan": bool(attrs.get("equal_nan", True)),
+            "first": bool(attrs.get("first", True)),
+        }
+        return (2 * count + x.shape[0],), np.dtype(np.intp), out
+
+    def kernel(self, x: Any, count: int, equal_nan: bool, first: bool) -> Any:
+        """NumPy's (or CuPy's) unique with (first: index,) inverse and counts."""
+        xp = array_namespace(x)
+        res = xp.unique(x, return_index=first, return_inverse=True, return_counts=True, equal_nan=equal_nan)
+        if first:
+            _, index, inverse, counts = res
+        else:
+            _, inverse, counts = res
+            inverse = inverse.reshape(-1)
+            index = xp.empty(counts.shape[0], dtype=np.intp)
+            index[inverse[::-1]] = xp.arange(x.shape[0] - 1, -1, -1)  # the last write is the first
+        if index.shape[0] != count:
+            raise ValueError(f"unique: {index.shape[0]} distinct values where {count} were counted")
+        parts = [index, counts, inverse.reshape(-1)]
+        return xp.concatenate([p.astype(np.intp, copy=False) for p in parts])
+
+
+class UniqueValues(Op):
+    """NumPy's unsorted unique values of a 1-d array (`unique_values`, `unique(sorted=False)`):
+    its hash-based order, which no gather of indices reproduces; not differentiable."""
+
+    kind = "search"
+
+    def __init__(self) -> None:
+        super().__init__("unique_values")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict):
+        """(count,) in the operand's dtype."""
+        (x,) = inputs
+        if x.ndim != 1:
+            raise shape_error("unique_values", f"expects a 1-d operand, got {fmt_shape(x.shape)}", inputs)
+        count = int(attrs["count"])
+        return (count,), x.dtype, {"count": count, "equal_nan": bool(attrs.get("equal_nan", True))}
+
+    def kernel(self, x: Any, count: int, equal_nan: bool) -> Any:
+        """NumPy's (or CuPy's) unique with sorted=False where it has it."""
+        xp = array_namespace(x)
+        try:
+            out = xp.unique(x, equal_nan=equal_nan, sorted=False)
+        except TypeError:  # a namespace without `sorted`: its sorted unique
+            out = xp.unique(x, equal_nan=equal_nan)
+        if out.shape[0] != count:
+            raise ValueError(f"unique_values: {out.shape[0]} distinct values where {count} were counted")
+        return out
+
+
+for _op in (
+    UniqueValues(),
+    Sort("sort"),
+    Sort("argsort"),
+    SearchSorted(),
+    Partition("partition"),
+    Partition("argpartition"),
+    NonZero(),
+    UniqueCount(),
+    UniqueIndices(),
+):
     declare(_op)
 
 

@@ -154,9 +154,13 @@ def test_partition_equals_numpy(data, shape, dtype, special):
     p, ap = lg.partition(a, kth, axis=axis), lg.argpartition(a, kth, axis=axis)
     assert _evaluations() == before
     want, want_idx = np.partition(x, kth, axis=axis), np.argpartition(x, kth, axis=axis)
-    assert p.dtype == want.dtype and ap.dtype == want_idx.dtype
-    np.testing.assert_array_equal(np.asarray(p), want)  # NumPy's own selection: the same values
-    np.testing.assert_array_equal(np.asarray(ap), want_idx)
+    got, idx = np.asarray(p), np.asarray(ap)
+    assert got.dtype == want.dtype and idx.dtype == want_idx.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(idx, want_idx)  # NumPy's own selection
+    flat, ax = (x.reshape(-1), 0) if axis is None else (x, axis)
+    np.testing.assert_array_equal(got, np.take_along_axis(flat, idx, axis=ax))
+    for k in np.atleast_1d(kth) if x.size else ():  # the kth values are NumPy's, in sorted place
+        np.testing.assert_array_equal(np.take(got, [k % n], axis=ax), np.take(want, [k % n], axis=ax))
 
 
 def test_partition_method_gradient_and_errors():
@@ -320,3 +324,37 @@ def test_lstsq_gradients(m, n, k):
 def test_complex_intermediate_gradients(fn):
     # complex values between real ones: PyTorch's convention, checked by finite differences
     check_grad(lambda v: fn(lg.fft.fft(v) + lg.fft.ifft(v * v)), RNG.standard_normal(5))
+
+
+# -- unique and nonzero as operators -----------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), shapes(0, 3), st.sampled_from([np.float64, np.int8, np.bool_]), st.booleans())
+def test_unique_and_nonzero_operators_evaluate_only_their_count(data, shape, dtype, equal_nan):
+    x = data.draw(arrays(np.dtype(dtype), shape, special=np.dtype(dtype).kind == "f"))
+    a = lg.asarray(x).astype(x.dtype, copy=True)  # an unevaluated value
+    before = _evaluations()
+    got = lg.unique(a, return_index=True, return_inverse=True, return_counts=True, equal_nan=equal_nan)
+    assert _evaluations() == before + 1  # the number of distinct values
+    want = np.unique(x, return_index=True, return_inverse=True, return_counts=True, equal_nan=equal_nan)
+    for g, w in zip(lg.eval(*got), want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    if x.ndim:
+        b = lg.asarray(x).astype(x.dtype, copy=True)
+        before = _evaluations()
+        rows = lg.nonzero(b)
+        assert _evaluations() == before + 1  # the count; the indices are recorded
+        assert all(r.node.buffer is None for r in rows) or not x.size
+        for g, w in zip(lg.eval(*rows), np.nonzero(x), strict=True):
+            np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(np.asarray(lg.argwhere(b)), np.argwhere(x))
+        np.testing.assert_array_equal(np.asarray(lg.flatnonzero(b)), np.flatnonzero(x))
+
+
+def test_unique_values_are_differentiable_at_first_occurrences():
+    check_grad(lambda v: lg.unique(v) ** 2, np.array([2.0, 1.0, 3.0, 0.5]))  # distinct: FD keeps the shape
+    a = lg.asarray(np.array([2.0, 1.0, 2.0]), requires_grad=True)
+    (g,) = lg.grad((lg.unique(a) * lg.asarray([10.0, 1.0])).sum(), [a])
+    np.testing.assert_array_equal(np.asarray(g), [1.0, 10.0, 0.0])
