@@ -71,6 +71,8 @@ PROGRAMS = {
     "nansum": lambda d: da.nansum(d, axis=0),
     "linalg_norm": lambda d: da.linalg.norm(d),
     "topk": lambda d: da.topk(d.ravel(), 3),
+    "dot": lambda d: da.dot(d, d.T),
+    "unique": lambda d: da.unique(da.round(d * 2)),
 }
 
 
@@ -96,6 +98,14 @@ def test_every_chunk_is_a_lazygraph_array():
     dx.map_blocks(lambda b: seen.append(type(b)) or b, dtype=a.dtype).compute(scheduler="sync")
     assert seen and all(t is lg.Array for t in seen)
     assert all(type(b) is lg.Array for b in dask.compute(*dx.to_delayed().ravel(), scheduler="sync"))
+
+
+def test_store_writes_evaluated_chunks():
+    a = np.random.default_rng(2).standard_normal((8, 6))
+    dx, _ = _pair(a, (4, 3))
+    out = np.zeros_like(a)
+    da.store(np.sin(dx) * 2, out, scheduler="sync")
+    np.testing.assert_allclose(out, np.sin(a) * 2, rtol=1e-12)
 
 
 def test_percentile_from_evaluated_chunks():
