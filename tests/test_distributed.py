@@ -73,8 +73,8 @@ def test_collectives_gradients_data_parallel_and_cache() -> None:
 
 
 @needs_mpi
-def test_structure_disagreement_fails_on_every_rank_naming_both_digests() -> None:
-    p = launch("errors.py", "structure", env={"LAZYGRAPH_DIST_TIMEOUT": "20"})
+def test_disagreeing_ranks_fail_on_every_rank_naming_both_digests_and_shapes() -> None:
+    p = launch("errors.py", "mismatch", env={"LAZYGRAPH_DIST_TIMEOUT": "20"})
     out = p.stdout + p.stderr
     # each rank names itself first (the two processes' lines may interleave in the pipe)
     pat = r"ranks disagree on the graph's structure at all_reduce \(collective #1\): rank (\d) runs structure (\w+), rank (\d) runs (\w+)"
@@ -83,6 +83,11 @@ def test_structure_disagreement_fails_on_every_rank_naming_both_digests() -> Non
     digests = {f[0]: f[1] for f in found}
     assert all(digests[f[2]] == f[3] for f in found), out
     assert digests["0"] != digests["1"], out
+    for me, other in (
+        ("0 passes float32 (3,)", "1 passes float32 (4,)"),
+        ("1 passes float32 (4,)", "0 passes float32 (3,)"),
+    ):
+        assert f"all_gather (collective #3): rank {me}, rank {other}" in out, out
 
 
 @needs_mpi

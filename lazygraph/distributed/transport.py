@@ -24,6 +24,7 @@ import numpy as np
 from ops.collective import out_dtype, out_shape
 
 _TAG = 0x1A2B
+_MSG = 13  # handshake: seq, kind, digest, dtype number, ndim, up to 8 extents
 _CODES = {"all_reduce": 1, "broadcast": 2, "all_gather": 3, "reduce": 4, "barrier": 5}
 _NAMES = {v: k for k, v in _CODES.items()}
 
@@ -38,6 +39,21 @@ class StructureMismatchError(DistributedError):
 
 class RankTimeoutError(DistributedError, TimeoutError):
     """A rank did not arrive at (or finish) a collective within the deadline."""
+
+
+def _operand(msg: np.ndarray) -> str:
+    """'float32 (3, 4)' from a handshake message."""
+    ndim = int(msg[4])
+    dims = [str(int(d)) for d in msg[5 : 5 + min(ndim, _MSG - 5)]] + ["..."] * (ndim > _MSG - 5)
+    return f"{_dtype_of(int(msg[3]))} ({', '.join(dims)}{',' if ndim == 1 else ''})"
+
+
+def _dtype_of(num: int) -> str:
+    """The dtype name of a NumPy type number."""
+    for t in np.sctypeDict.values():
+        if np.dtype(t).num == num:
+            return np.dtype(t).name
+    return f"dtype #{num}"
 
 
 def _digest_int(digest: str) -> int:
@@ -70,23 +86,28 @@ class MpiTransport:
         self._ops = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
 
     # -- the handshake -------------------------------------------------------------------
-    def arrive(self, what: str, structure: str = "") -> None:
-        """Exchange (collective number, kind, structure digest) with every other rank."""
+    def arrive(self, what: str, structure: str = "", x: np.ndarray | None = None) -> None:
+        """Exchange (collective number, kind, structure digest, operand dtype and shape) with
+        every other rank; any difference fails on every rank, naming both."""
         self.seq += 1
         if self.size == 1:
             return
         t0 = time.perf_counter()
         label = f"{what} (collective #{self.seq})"
-        mine = np.array([self.seq, _CODES[what], _digest_int(structure)], dtype=np.int64)
+        mine = np.zeros(_MSG, dtype=np.int64)
+        mine[:3] = self.seq, _CODES[what], _digest_int(structure)
+        if x is not None:
+            mine[3], mine[4] = x.dtype.num, x.ndim
+            mine[5 : 5 + min(x.ndim, _MSG - 5)] = x.shape[: _MSG - 5]
         others = [r for r in range(self.size) if r != self.rank]
-        got = {r: np.zeros(3, dtype=np.int64) for r in others}
+        got = {r: np.zeros(_MSG, dtype=np.int64) for r in others}
         recvs = {r: self.ctl.Irecv(got[r], source=r, tag=_TAG) for r in others}
         sends = [self.ctl.Isend(mine, dest=r, tag=_TAG) for r in others]
         self._poll(list(recvs.values()), label, lambda: [r for r, q in recvs.items() if not q.Test()])
         self._poll(sends, label, lambda: others)
         self.seconds += time.perf_counter() - t0
         for r in others:
-            seq, code, digest = (int(v) for v in got[r])
+            seq, code, digest = (int(v) for v in got[r][:3])
             if seq != self.seq or code != _CODES[what]:
                 raise DistributedError(
                     f"lazygraph.distributed: ranks issue different collectives: rank {self.rank} is at "
@@ -97,6 +118,11 @@ class MpiTransport:
                     f"lazygraph.distributed: ranks disagree on the graph's structure at {label}: "
                     f"rank {self.rank} runs structure {int(mine[2]):015x}, rank {r} runs {digest:015x} "
                     "(every rank must record the same operations on the same shapes and dtypes)"
+                )
+            if x is not None and not np.array_equal(got[r][3:], mine[3:]):
+                raise DistributedError(
+                    f"lazygraph.distributed: {label}: rank {self.rank} passes {_operand(mine)}, "
+                    f"rank {r} passes {_operand(got[r])} (every rank must pass the same shape and dtype)"
                 )
 
     def _poll(self, reqs: list, label: str, missing: Callable[[], list[int]]) -> None:
@@ -126,11 +152,11 @@ class MpiTransport:
     # -- the collectives -----------------------------------------------------------------
     def start(self, x: Any, kind: str, attrs: dict, structure: str) -> np.ndarray:
         """Post the collective on `x`; the returned placeholder is filled by `wait`."""
-        self.arrive(kind, structure)
-        t0 = time.perf_counter()
         x = np.asarray(x)
         if not x.flags.c_contiguous:
             x = x.copy()  # (np.ascontiguousarray would make a 0-d array 1-d)
+        self.arrive(kind, structure, x)
+        t0 = time.perf_counter()
         label = f"{kind} (collective #{self.seq})"
         dtype = out_dtype(kind, attrs.get("reduction", ""), x.dtype)
         out = np.empty(out_shape(kind, x.shape, attrs), dtype=dtype)

@@ -1,6 +1,7 @@
 """Run by tests/test_distributed.py under `mpiexec -n 2`: the errors a distributed run must give.
 
-    errors.py structure   ranks record graphs of different structure: every rank fails, naming both
+    errors.py mismatch    ranks record graphs of different structure: every rank fails, naming both
+                          digests; then rank 1 passes a longer array: every rank fails, naming both shapes
     errors.py dead        rank 1 exits at once: rank 0 fails within LAZYGRAPH_DIST_TIMEOUT naming it
                           (MPICH's mpiexec needs -disable-auto-cleanup, else it ends the job itself)
     errors.py hung        rank 1 never arrives (sleeps): the same error
@@ -27,18 +28,26 @@ def say(line: str) -> None:
     os.write(1, (line + "\n").encode())
 
 
-def report(e: BaseException, together: bool = False) -> None:
+def report(e: BaseException, together: bool = False, leave: bool = True) -> None:
     say(f"rank {R}: {type(e).__name__}: {e}")
+    if not leave:
+        return
     if together:  # the ranks still talk: leave together, so no rank ends the job under another
         D.barrier()
     os._exit(0)
 
 
-if mode == "structure":
+if mode == "mismatch":
     x = lg.asarray(np.ones(4, np.float32))
     y = x * 2.0 if R == 0 else lg.exp(x)  # same shapes, different structure
     try:
         D.all_reduce(y).numpy()
+    except Exception as e:
+        report(e, leave=False)
+    D.barrier()  # both failed at the same collective: the ranks still agree and go on
+    x = lg.asarray(np.ones(3 + R, np.float32))  # rank 1 passes one more element
+    try:
+        D.all_gather(x).numpy()
     except Exception as e:
         report(e, together=True)
 elif mode in ("dead", "hung"):
