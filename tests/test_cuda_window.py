@@ -9,8 +9,10 @@ device launched the new kernels (window_cuda.LAUNCHES), not a host fallback.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -354,7 +356,11 @@ def test_softmax_family_is_fused_kernels_on_the_device(dev: str, name: str) -> N
 
 def test_mnist_cnn_training_step_matches_cpu(dev: str) -> None:
     """examples/train_mnist.py's CNN (small batch): one SGD step, loss and parameters as on the CPU."""
-    from examples.train_mnist import dali_cnn
+    path = Path(__file__).resolve().parent.parent / "examples" / "train_mnist.py"
+    spec = importlib.util.spec_from_file_location("train_mnist", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    dali_cnn = example.dali_cnn
 
     rng = np.random.default_rng(4)
     xs = rng.standard_normal((2, 1, 28, 28)).astype(np.float32)
