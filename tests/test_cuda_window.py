@@ -393,3 +393,18 @@ def test_inconsistent_shapes_are_refused_before_any_launch() -> None:
         wcc.max_pool2d_grad(
             be, np.zeros((1, 6, 3, 3)), x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1)
         )
+
+
+@needs_cxx
+def test_an_injected_grid_stride_bug_fails_on_the_emulated_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emulator runs the window kernels' own source and launch shape: an off-by-one start shows."""
+    be = backend.get(EMU)
+    x = np.random.default_rng(9).standard_normal((3, 2, 9, 9))
+    geo = {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1), "dilation": (1, 1)}
+    want = F.max_pool2d(lg.asarray(x), 3, 1, 1).numpy()
+    good = wcc.max_pool2d(be, x, out=np.full(want.shape, np.nan), **geo)
+    np.testing.assert_array_equal(good, want)
+    monkeypatch.setattr(wc, "_programs", {})  # build from the edited source
+    monkeypatch.setattr(wc, "LOOP", wc.LOOP.replace("+ threadIdx.x;", "+ threadIdx.x + 1;"))
+    bad = wcc.max_pool2d(be, x, out=np.full(want.shape, np.nan), **geo)
+    assert np.isnan(bad.flat[0]) and not np.array_equal(bad, want)
