@@ -56,7 +56,7 @@ def test_collectives_gradients_data_parallel_and_cache() -> None:
     assert p.returncode == 0, out
     checks = [
         "all_reduce sum/mean/max/min/prod",
-        "broadcast, all_gather (axes), reduce",
+        "broadcast, all_gather (axes), reduce, 0-d/0-size, graph and executor buckets, overlap on/off",
         "gradient of all_reduce(sum) matches finite differences",
         "gradient of all_reduce(mean) matches finite differences",
         "gradient of all_gather(axis=1) matches finite differences",

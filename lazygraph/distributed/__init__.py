@@ -181,9 +181,29 @@ def set_overlap(on: bool) -> None:
         WORLD.mpi.overlap = bool(on)
 
 
+def set_bucket_bytes(n: int) -> None:
+    """Bucket consecutive all-reduces up to `n` bytes into one call (default 1 MiB; 0: off)."""
+    if n < 0:
+        raise ValueError(f"set_bucket_bytes: expected a size >= 0, got {n}")
+    if WORLD.mpi is not None:
+        WORLD.mpi.flush()
+        WORLD.mpi.bucket_bytes = int(n)
+
+
 def communication_seconds() -> float:
     """Seconds spent in MPI calls and waits by this process so far (the benchmark's share)."""
     return WORLD.mpi.seconds if WORLD.mpi is not None else 0.0
+
+
+def stats() -> dict[str, float]:
+    """This process's communication so far: collectives posted (`calls`; a bucket is one),
+    the arrays they carried (`arrays`) and the seconds spent in MPI (`seconds`)."""
+    t = WORLD.mpi
+    return (
+        {"calls": t.calls, "arrays": t.arrays, "seconds": t.seconds}
+        if t
+        else {"calls": 0, "arrays": 0, "seconds": 0.0}
+    )
 
 
 __all__ = [
@@ -198,7 +218,9 @@ __all__ = [
     "reduce",
     "all_gather",
     "set_overlap",
+    "set_bucket_bytes",
     "communication_seconds",
+    "stats",
     "launched_by_mpi",
     "DistributedError",
     "DistributedUnavailable",

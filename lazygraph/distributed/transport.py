@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from lazygraph.distributed.bucket import Bucket
 from ops.collective import out_dtype, out_shape
 
 _TAG = 0x1A2B
@@ -78,11 +79,17 @@ class MpiTransport:
         self.timeout = timeout
         self.name = name
         self.overlap = True
+        #: executor-side bucketing of all-reduces (bucket.py); 0: each posted alone
+        self.bucket_bytes = 1 << 20
+        self.bucket: Bucket | None = None
         self.seq = 0
         #: id(placeholder) -> (request, finish, buffers kept alive, label)
         self.pending: dict[int, tuple] = {}
         #: seconds spent inside MPI calls and polling (the benchmark's communication share)
         self.seconds = 0.0
+        #: collectives posted (a bucket is one) and arrays they carried
+        self.calls = 0
+        self.arrays = 0
         self._ops = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
 
     # -- the handshake -------------------------------------------------------------------
@@ -155,6 +162,9 @@ class MpiTransport:
         x = np.asarray(x)
         if not x.flags.c_contiguous:
             x = x.copy()  # (np.ascontiguousarray would make a 0-d array 1-d)
+        if kind == "all_reduce" and self.bucket_bytes > 0 and self.overlap:
+            return self._bucketed(x, attrs, structure)
+        self.flush()  # an open bucket is posted first: calls keep the recording order
         self.arrive(kind, structure, x)
         t0 = time.perf_counter()
         label = f"{kind} (collective #{self.seq})"
@@ -207,9 +217,62 @@ class MpiTransport:
                     np.concatenate(list(buf), axis=axis, out=out)
 
         self.pending[id(out)] = (req, finish, keep, out, label)
+        self.calls += 1
+        self.arrays += 1
         self.seconds += time.perf_counter() - t0
         if not self.overlap:
             self.wait(out, kind)
+        return out
+
+    def _bucketed(self, x: np.ndarray, attrs: dict, structure: str) -> np.ndarray:
+        """Add an all-reduce to the open bucket (posting the bucket when it is full)."""
+        op = attrs["reduction"]
+        dtype = out_dtype("all_reduce", op, x.dtype)
+        work = np.dtype(np.float32) if dtype == np.float16 else dtype
+        send = x.astype(work, copy=False).reshape(-1)
+        as_bytes = dtype.kind == "b"
+        if as_bytes:
+            send = send.view(np.uint8)
+        key = (op, send.dtype)
+        b = self.bucket
+        if b is not None and (b.key != key or b.nbytes + send.nbytes > self.bucket_bytes):
+            self.flush()
+        if self.bucket is None:
+            self.bucket = Bucket(key, structure)
+        out = np.empty(x.shape, dtype=dtype)
+        i = self.bucket.add(send, out, self.size if op == "mean" else 1, as_bytes)
+        self.pending[id(out)] = (self.bucket, i)
+        if self.bucket.nbytes >= self.bucket_bytes:
+            self.flush()
+        return out
+
+    def flush(self) -> None:
+        """Post the open bucket as one flat all-reduce (after the handshake)."""
+        b, self.bucket = self.bucket, None
+        if b is None:
+            return
+        flat = b.flat()
+        self.arrive("all_reduce", b.structure, flat)
+        t0 = time.perf_counter()
+        b.label = f"all_reduce of {len(b.outs)} bucketed arrays (collective #{self.seq})"
+        b.recv = np.empty_like(flat)
+        b.req = self.comm.Iallreduce(flat, b.recv, op=self._ops[b.key[0]])
+        self.calls += 1
+        self.arrays += len(b.outs)
+        b.sends = [flat]  # the members' buffers are no longer needed once flattened
+        self.seconds += time.perf_counter() - t0
+
+    def _wait_bucket(self, b: Bucket, i: int) -> np.ndarray:
+        """Member i of a bucket: post the bucket if still open, complete it once, copy out."""
+        if b.req is None:
+            self.flush()  # a wait needs it: the open bucket is this one
+        t0 = time.perf_counter()
+        if not b.done:
+            others = [r for r in range(self.size) if r != self.rank]
+            self._poll([b.req], b.label, lambda: others)
+            b.done = True
+        out = b.result(i)
+        self.seconds += time.perf_counter() - t0
         return out
 
     def wait(self, s: np.ndarray, kind: str) -> np.ndarray:
@@ -217,6 +280,8 @@ class MpiTransport:
         entry = self.pending.pop(id(s), None)
         if entry is None:
             return s
+        if isinstance(entry[0], Bucket):
+            return self._wait_bucket(*entry)
         t0 = time.perf_counter()
         req, finish, _, out, label = entry
         others = [r for r in range(self.size) if r != self.rank]
@@ -228,12 +293,14 @@ class MpiTransport:
 
     def barrier(self) -> None:
         """Every rank arrives (the handshake is a barrier), with the deadline."""
+        self.flush()
         self.arrive("barrier")
 
     def close(self) -> None:
         """At exit: drop unfinished transfers (never block: a peer may be gone), free the handshake."""
-        for req, *_ in self.pending.values():
-            if not req.Test():
+        reqs = [e[0].req if isinstance(e[0], Bucket) else e[0] for e in self.pending.values()]
+        for req in reqs:
+            if req is not None and not req.Test():
                 try:
                     req.Cancel()
                 except self.MPI.Exception:

@@ -11,8 +11,10 @@ the `module.` prefix), rank 0's parameters and buffers reach every rank at const
 each optimizer step averages the gradients over the ranks before it updates. The average is
 recorded by the optimizer's step (`lg.optim.register_grad_hook`) into the step's one graph,
 so forward, backward, the all-reduce and the update are one cached graph. Gradients are
-reduced in buckets (`bucket_bytes`; 0: one all-reduce per gradient), last layers first, the
-order backward produces them. With one process the wrapper changes nothing.
+recorded one all-reduce per gradient, last layers first (the order backward produces them), and
+the executor posts consecutive ones as one flat call up to `lg.distributed.set_bucket_bytes`
+(1 MiB by default). `bucket_bytes > 0` flattens them in the recorded graph instead (a copy
+into one array per bucket, then views). With one process the wrapper changes nothing.
 """
 
 from __future__ import annotations
@@ -25,16 +27,12 @@ from lazygraph.array import Array
 from lazygraph.nn.module import Module
 from lazygraph.optim import register_grad_hook
 
-#: PyTorch DDP's default bucket is 25 MiB; lazygraph's gradients of small models fit in 1 MiB
-DEFAULT_BUCKET_BYTES = 1 << 20
 
 
 class DataParallel(Module):
     """Replicate `module` over the processes of `lg.distributed` (initialized here if not yet)."""
 
-    def __init__(
-        self, module: Module, bucket_bytes: int = DEFAULT_BUCKET_BYTES, broadcast: bool = True
-    ) -> None:
+    def __init__(self, module: Module, bucket_bytes: int = 0, broadcast: bool = True) -> None:
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DataParallel: expected an nn.Module, got {type(module).__name__}")

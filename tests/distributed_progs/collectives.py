@@ -102,13 +102,20 @@ def check_movement() -> None:
     xs = [[per_rank(s, "float32", r) for s in ((3,), (2, 2), (5,))] for r in range(W)]
     for overlap in (True, False):
         D.set_overlap(overlap)
-        for bucket in (0, 16, 1 << 20):
+        for bucket, executor in ((0, 0), (16, 0), (1 << 20, 0), (0, 16), (0, 1 << 20)):
+            D.set_bucket_bytes(executor)
             outs = D.all_reduce_coalesced([lg.asarray(a) for a in xs[R]], "sum", bucket_bytes=bucket)
+            outs.append(D.all_reduce(lg.asarray(np.arange(3) + R), "mean"))  # another dtype: a new bucket
+            outs.append(D.all_reduce(lg.asarray(np.array([True, R == 0])), "max"))
             vals = lg.eval(*outs)
-            for k, v in enumerate(vals):
-                same(v, xs[0][k] + xs[1][k], f"coalesced bucket {bucket} overlap {overlap} #{k}")
+            what = f"graph buckets {bucket}, executor buckets {executor}, overlap {overlap}"
+            for k, v in enumerate(vals[:3]):
+                same(v, xs[0][k] + xs[1][k], f"coalesced: {what} #{k}")
+            same(vals[3], np.arange(3) + 0.5, f"mean of int64 with {what}")
+            same(vals[4], np.array([True, True]), f"max of bool with {what}")
     D.set_overlap(True)
-    ok("broadcast, all_gather (axes), reduce, 0-d/0-size, coalesced buckets, overlap on/off")
+    D.set_bucket_bytes(1 << 20)
+    ok("broadcast, all_gather (axes), reduce, 0-d/0-size, graph and executor buckets, overlap on/off")
 
 
 def total(loss: lg.Array) -> float:
@@ -164,11 +171,13 @@ def check_training() -> None:
         ("SGD", lambda ps: lg.optim.SGD(ps, lr=0.1, momentum=0.9)),
         ("Adam", lambda ps: lg.optim.Adam(ps, lr=1e-2)),
     ):
-        for bucket in (0, 1 << 20):
+        for bucket, executor in ((0, 1 << 20), (1 << 20, 0)) if name == "SGD" else ((0, 0), (0, 64)):
+            D.set_bucket_bytes(executor)
             dp = nn.DataParallel(model(10 + R), bucket_bytes=bucket)  # replicas start different
             opt = make_opt(dp.parameters())
             hits = []
             for i in range(steps):
+                sent = D.stats()
                 before = lg.cache.stats(per_entry=False)
                 xb, yb = X[i, R * B : (R + 1) * B], Y[i, R * B : (R + 1) * B]
                 loss = nn.functional.cross_entropy(dp(lg.asarray(xb)), lg.asarray(yb))
@@ -177,6 +186,13 @@ def check_training() -> None:
                 opt.step()
                 after = lg.cache.stats(per_entry=False)
                 hits.append((after["hits"] - before["hits"], after["evaluations"] - before["evaluations"]))
+                calls, arrays = D.stats()["calls"] - sent["calls"], D.stats()["arrays"] - sent["arrays"]
+                # 4 gradients: one call each, unless a bucket (graph or executor) takes them all
+                want = 1 if max(bucket, executor) >= 1 << 20 else 4
+                if (calls, arrays) != (want, 4 if bucket == 0 else want):
+                    raise AssertionError(
+                        f"{name} buckets {bucket}/{executor}: {calls} calls for {arrays} arrays"
+                    )
             # one graph per step (forward, backward, all-reduce, update); a hit from the third on
             if any(h != (1, 1) for h in hits[2:]) or any(e != 1 for _, e in hits):
                 raise AssertionError(f"{name}: (hits, evaluations) per step {hits}")
@@ -190,7 +206,8 @@ def check_training() -> None:
                 ropt.step()
             for k, v in ref.state_dict().items():
                 np.testing.assert_allclose(mine[k], v, rtol=2e-5, atol=2e-6, err_msg=f"{name} {k}")
-    ok("2 ranks x batch B == 1 process x batch 2B (SGD momentum, Adam; bucketed and not)")
+    D.set_bucket_bytes(1 << 20)
+    ok("2 ranks x batch B == 1 process x batch 2B (SGD momentum, Adam; graph, executor and no buckets)")
     ok("the training step is one graph, a cache hit from the third step on every rank")
 
 
