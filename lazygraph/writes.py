@@ -50,9 +50,13 @@ def scalar_sig(x: Any, dtype: np.dtype) -> Any:
     t = type(x)
     kind = dtype.kind
     if t is float:
-        if kind in "fc" and (-_F16_MAX < x < _F16_MAX or x != x or dtype.itemsize >= 8):
-            return float
-        return None
+        if kind == "f":
+            wide = dtype.itemsize >= 8
+        elif kind == "c":
+            wide = dtype.itemsize >= 16  # complex64 holds two float32
+        else:
+            return None
+        return float if wide or -_F16_MAX < x < _F16_MAX or x != x else None
     if t is int:
         if 0 <= x <= 127:
             return _SMALL_INT

@@ -334,10 +334,12 @@ def test_lean_writes_warn_and_guard_like_the_general_path():
         with pytest.warns(ComplexWarning):
             a[:2] = z
     np.testing.assert_array_equal(a.numpy(), [1.0, 3.0, 0.0])
-    f32 = lg.zeros(2, dtype=np.float32)
-    for _ in range(2):  # a value too large for float32: NumPy warns at the write
-        with pytest.warns(RuntimeWarning, match="overflow"):
-            f32[0] = 1e300
+    for dt in (np.float32, np.complex64):
+        small = lg.zeros(2, dtype=dt)
+        small[1] = 1.0e3
+        for _ in range(2):  # a value too large for float32: NumPy warns at the write
+            with pytest.warns(RuntimeWarning, match="overflow"):
+                small[0] = 1e300
     w = lg.zeros(3)
     w.requires_grad = True
     for _ in range(2):
