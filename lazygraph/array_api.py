@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 
 from lazygraph.array import Array, Device, check_device, constant, from_node
-from lazygraph.device import default_device, devices
+from lazygraph.device import canonical, default_device, devices
+from ops.base import fmt_shape
+from ops.creation import BUFFER
+from ops.node import Node
 
 __array_api_version__ = "2024.12"
 
@@ -190,8 +193,8 @@ def __array_namespace_info__() -> Info:
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Array:
     """A lazy array from any DLPack exporter (a CPU tensor of another library, a NumPy array).
 
-    The data is copied once into a private leaf, as `asarray` does: a lazy array's value cannot
-    change behind its graph, so `copy=False` (never copy) is refused with BufferError.
+    The data is copied once into a private leaf, as `asarray` does, unless `copy=False`: then
+    the leaf is the producer's memory itself (see `_shared_leaf`).
     """
     dev = check_device(device)
     if isinstance(x, Array):
@@ -200,21 +203,44 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
         if copy is False:
             return x
         return from_node(x.node)  # lazy values are immutable: sharing the node is a copy
-    if copy is False:
-        raise BufferError(
-            "from_dlpack: copy=False cannot be honoured: a lazygraph array holds a private copy of "
-            "its input so that no other library can change it; pass copy=None or copy=True"
-        )
     if not hasattr(x, "__dlpack__"):
         raise TypeError(
             f"from_dlpack: {type(x).__name__} does not export DLPack (no __dlpack__); use asarray"
         )
+    if copy is False:
+        return from_node(_shared_leaf(x, dev))
     kwargs = {} if device is None else {"device": "cpu"}
     try:
         value = np.from_dlpack(x, **kwargs)
     except (TypeError, BufferError, RuntimeError) as e:
         raise type(e)(f"from_dlpack: {e}") from None
     return from_node(constant(value, device=dev))
+
+
+def _shared_leaf(x: Any, dev: Any) -> Node:
+    """A leaf over the producer's own memory (from_dlpack with copy=False: no copy, or BufferError).
+
+    lazygraph never writes into it (the leaf is a read-only view). The producer still can: a
+    lazy value reads the memory when it is evaluated, so a change made through the producer
+    before then is seen, and values already evaluated keep what they read (as JAX's shared
+    arrays, changing it while lazy values depend on it is the caller's responsibility).
+    """
+    if dev != canonical("cpu"):
+        raise BufferError(f"from_dlpack: copy=False onto {dev} needs a transfer, which is a copy")
+    try:
+        value = np.from_dlpack(x, copy=False)
+    except (TypeError, BufferError, RuntimeError, ValueError) as e:
+        raise BufferError(f"from_dlpack: copy=False: {e}") from None
+    if not value.flags.c_contiguous:
+        raise BufferError(
+            f"from_dlpack: copy=False needs C-contiguous data for a lazygraph leaf; this "
+            f"{fmt_shape(value.shape)} array is strided (pass copy=None to copy it)"
+        )
+    shared = value.view()
+    shared.flags.writeable = False
+    node = Node(BUFFER, (), {}, shared.shape, shared.dtype, buffer=shared)
+    node.device = canonical(dev)
+    return node
 
 
 def _to_device(self: Array, device: Any, /, *, stream: Any = None) -> Array:

@@ -290,8 +290,15 @@ def test_from_dlpack_copies_and_lazy_inputs():
     src[0] = 99.0  # the lazy array holds its own copy
     assert x.numpy()[0] == 0.0
     assert lg.from_dlpack(src, device="cpu").numpy()[0] == 99.0
-    with pytest.raises(BufferError, match="copy=False"):
-        lg.from_dlpack(src, copy=False)
+    shared = lg.from_dlpack(src, copy=False)  # the producer's memory itself, read-only here
+    assert np.shares_memory(shared.numpy(), src)
+    doubled = shared * 2
+    src[1] = 7.0  # lazy values read the memory when evaluated
+    assert doubled.numpy()[1] == 14.0
+    shared[0] = -1.0  # a lazy write makes the array's own value: the producer is not written
+    assert src[0] == 99.0 and shared.numpy()[0] == -1.0
+    with pytest.raises(BufferError, match="strided"):
+        lg.from_dlpack(np.arange(6.0).reshape(2, 3).T, copy=False)
     with pytest.raises(ValueError, match="not available"):
         lg.from_dlpack(src, device="cuda")
     y = lg.arange(3.0) * 2
