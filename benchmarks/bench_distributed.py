@@ -12,10 +12,11 @@ finish); then the timed steps run round-robin, one step of each configuration pe
 the ranks lined up before each step, so all see the same machine load; rank 0's median step
 time is reported.
 
-    lazygraph            nn.DataParallel, gradients bucketed (1 MiB buckets), overlap on
-    per-gradient         one all-reduce per gradient (bucket_bytes=0)
-    one bucket           every gradient in one flat all-reduce (bucket_bytes=64 MiB)
-    no overlap           each all-reduce completes where it is posted (set_overlap(False))
+    lazygraph            nn.DataParallel: one all-reduce per gradient recorded, the executor posts
+                         them in 1 MiB buckets, overlap on (the defaults)
+    per-gradient         executor bucketing off (set_bucket_bytes(0)): one call per gradient
+    graph buckets        DataParallel(bucket_bytes=1 MiB): gradients flattened in the graph
+    no overlap           each bucket completes where it is posted (set_overlap(False))
     torch DDP            PyTorch DistributedDataParallel over gloo, same model, batch and Adam
 
 `comm share` is the median fraction of rank 0's step time spent in MPI calls and waits (handshake,
@@ -43,11 +44,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 HERE = Path(__file__).resolve().parent
-CONFIGS = {  # name -> (bucket_bytes, overlap)
-    "lazygraph": (1 << 20, True),
-    "per-gradient": (0, True),
-    "one bucket": (64 << 20, True),
-    "no overlap": (1 << 20, False),
+CONFIGS = {  # name -> (DataParallel bucket_bytes, executor bucket bytes, overlap)
+    "lazygraph": (0, 1 << 20, True),
+    "per-gradient": (0, 0, True),
+    "graph buckets": (1 << 20, 0, True),
+    "no overlap": (0, 1 << 20, False),
 }
 
 
@@ -72,7 +73,7 @@ def _lazygraph(name: str, batch: int, n: int) -> Callable[[int], None]:
     from lazygraph import nn
 
     D = lg.distributed
-    bucket, overlap = CONFIGS[name]
+    bucket, executor, overlap = CONFIGS[name]
     r, w = D.rank(), D.world_size()
     x, y = _data(batch, n)
     lg.manual_seed(0)
@@ -82,6 +83,7 @@ def _lazygraph(name: str, batch: int, n: int) -> Callable[[int], None]:
 
     def step(i: int) -> None:
         D.set_overlap(overlap)
+        D.set_bucket_bytes(executor)
         lo = i * batch + r * per
         loss = nn.functional.cross_entropy(model(lg.asarray(x[lo : lo + per])), lg.asarray(y[lo : lo + per]))
         opt.zero_grad()
@@ -89,6 +91,7 @@ def _lazygraph(name: str, batch: int, n: int) -> Callable[[int], None]:
         opt.step()
         float(loss)
         D.set_overlap(True)
+        D.set_bucket_bytes(1 << 20)
 
     return step
 

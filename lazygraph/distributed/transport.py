@@ -162,7 +162,7 @@ class MpiTransport:
         x = np.asarray(x)
         if not x.flags.c_contiguous:
             x = x.copy()  # (np.ascontiguousarray would make a 0-d array 1-d)
-        if kind == "all_reduce" and self.bucket_bytes > 0 and self.overlap:
+        if kind == "all_reduce" and self.bucket_bytes > 0:
             return self._bucketed(x, attrs, structure)
         self.flush()  # an open bucket is posted first: calls keep the recording order
         self.arrive(kind, structure, x)
@@ -260,6 +260,10 @@ class MpiTransport:
         self.calls += 1
         self.arrays += len(b.outs)
         b.sends = [flat]  # the members' buffers are no longer needed once flattened
+        if not self.overlap:  # the baseline: complete where posted
+            others = [r for r in range(self.size) if r != self.rank]
+            self._poll([b.req], b.label, lambda: others)
+            b.done = True
         self.seconds += time.perf_counter() - t0
 
     def _wait_bucket(self, b: Bucket, i: int) -> np.ndarray:
