@@ -5,10 +5,9 @@ that one is still pending (recorded, not yet computed), else a fresh 0-d leaf. S
 program, however its steps are ordered, posts collectives in recording order, the same on
 every rank; and no collective is ever a constant the fold pass would memoize.
 
-`all_reduce_coalesced` is the bucketing: small arrays are flattened into one buffer per
-bucket (up to `bucket_bytes`), reduced by one call and split back into views. The buckets are
-part of the recorded graph, so every rank (whatever program its optimizer made) posts the
-same calls.
+`all_reduce_coalesced` buckets in the graph: small arrays are flattened into one array per
+bucket (up to `bucket_bytes`), reduced by one collective and split back into views. (The
+executor also buckets consecutive all-reduces at run time: bucket.py.)
 """
 
 from __future__ import annotations
