@@ -28,7 +28,6 @@ from lazygraph.nn.module import Module
 from lazygraph.optim import register_grad_hook
 
 
-
 class DataParallel(Module):
     """Replicate `module` over the processes of `lg.distributed` (initialized here if not yet)."""
 
