@@ -160,6 +160,11 @@ def test_backend_creation_and_random():
     back = draw.to_backend("numpy")
     assert isinstance(back._meta, np.ndarray) and isinstance(back.compute(), np.ndarray)
     _check(lgd.asarray(ref).compute(), ref.compute())
+    there = ref.to_backend("lazygraph")
+    assert isinstance(there._meta, lg.Array)
+    _check(there.compute(), ref.compute())
+    with pytest.raises(TypeError, match="expected a dask.array.Array"):
+        lgd.asarray(np.ones(3))
 
 
 def test_pickled_lazy_chunk_is_its_value():
