@@ -101,6 +101,29 @@ def test_every_chunk_is_a_lazygraph_array():
     assert all(type(b) is lg.Array for b in dask.compute(*dx.to_delayed().ravel(), scheduler="sync"))
 
 
+def test_numpy_protocol_paths_dask_takes():
+    """What Dask calls on chunks and metas records lazily and follows NumPy."""
+    a = np.arange(6.0).reshape(2, 3)
+    x = lg.asarray(a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lg.LazygraphFallbackWarning)
+        for dtype in (np.float32, np.float64, None):  # tensordot's partial(np.add, dtype=)
+            got, want = np.add(x, x, dtype=dtype), np.add(a, a, dtype=dtype)
+            assert type(got) is lg.Array and got.dtype == want.dtype
+            np.testing.assert_array_equal(np.asarray(got), want)
+        z = np.zeros_like(x, shape=(4,), dtype=np.int32)  # wrap.py's broadcast trick
+        assert type(z) is lg.Array and (z.shape, z.dtype) == ((4,), np.dtype(np.int32))
+        f = np.full_like(x, 7, shape=(1, 2))
+        np.testing.assert_array_equal(np.asarray(f), np.full_like(a, 7, shape=(1, 2)))
+        e = np.array([], ndmin=2, like=x, dtype=np.float32)  # meta arrays (utils.array_safe)
+        assert type(e) is lg.Array and (e.shape, e.dtype) == ((1, 0), np.dtype(np.float32))
+    with pytest.raises(TypeError, match="same_kind"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", lg.LazygraphFallbackWarning)  # NumPy's rule decides, and raises
+        np.add(x, x, dtype=np.int64)
+    with pytest.raises(TypeError, match="structured dtype"):  # arg-reductions then use dicts
+        np.empty_like(x, shape=(2,), dtype=[("vals", "f8"), ("arg", "i8")])
+
+
 def test_store_writes_evaluated_chunks():
     a = np.random.default_rng(2).standard_normal((8, 6))
     dx, _ = _pair(a, (4, 3))
