@@ -63,6 +63,7 @@ def test_collectives_gradients_data_parallel_and_cache() -> None:
         "gradient of broadcast(root=1) matches finite differences",
         "gradient of collective_shard(all_gather) matches finite differences",
         "the NCCL path on cuda-emulated (over the MPI transport): values and gradient",
+        "the step program posts collectives early and waits late (overlap order)",
         "2 ranks x batch B == 1 process x batch 2B",
         "the training step is one graph, a cache hit from the third step",
     ]

@@ -157,6 +157,26 @@ def check_gradients() -> None:
     fd_check("collective_shard(all_gather)", own_block, x0)
 
 
+def check_overlap_order() -> None:
+    """The last step graph's program posts every collective before the first wait, and runs the
+    steps that read no collective's result (backward) before those that do (the updates)."""
+    from lazygraph.engine.state import ENGINE
+
+    programs = [(e.last_used, v.program) for e in ENGINE.memory.entries() for v in e.variants]
+    with_collectives = [(t, p) for t, p in programs if any(s.name == "collective_start" for s in p.steps)]
+    steps = max(with_collectives, key=lambda tp: tp[0])[1].steps  # the last step graph run
+    names = [s.name for s in steps]
+    first_wait = names.index("collective_wait")
+    assert names.count("collective_start") >= 4, names
+    assert "collective_start" not in names[first_wait:], names
+    producer = {q: i for i, s in enumerate(steps) for q in s.outs}
+    late = [False] * len(steps)
+    for i, s in enumerate(steps):
+        late[i] = s.name == "collective_wait" or any(late[producer[q]] for q in s.ins if q in producer)
+    assert all(late[first_wait:]), names  # nothing independent of the collectives waits behind them
+    ok("the step program posts collectives early and waits late (overlap order)")
+
+
 def check_training() -> None:
     B, steps = 8, 5
     rng = np.random.default_rng(3)
@@ -207,6 +227,7 @@ def check_training() -> None:
             for k, v in ref.state_dict().items():
                 np.testing.assert_allclose(mine[k], v, rtol=2e-5, atol=2e-6, err_msg=f"{name} {k}")
     D.set_bucket_bytes(1 << 20)
+    check_overlap_order()
     ok("2 ranks x batch B == 1 process x batch 2B (SGD momentum, Adam; graph, executor and no buckets)")
     ok("the training step is one graph, a cache hit from the third step on every rank")
 
