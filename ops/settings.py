@@ -203,6 +203,11 @@ FIELDS: dict[str, Field] = {
     "superopt_cost": Field(
         "LAZYGRAPH_SUPEROPT_COST", _choice("analytic", ("analytic", "measured"), lenient=True), "cost model"
     ),
+    "superopt_search": Field(
+        "LAZYGRAPH_SUPEROPT_SEARCH",
+        _choice("taso", ("taso", "eqsat", "mcts", "auto"), lenient=True),
+        "superopt search: TASO backtracking, e-graph, e-graph built by MCTS, or TASO then e-graph",
+    ),
     "measure": Field("LAZYGRAPH_MEASURE", _flag, "meter every run's memory"),
     "explain_misses": Field("LAZYGRAPH_EXPLAIN_MISSES", _flag, "log why each cache miss missed"),
     "debug": Field(

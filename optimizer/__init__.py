@@ -7,6 +7,7 @@ common-subexpression elimination, dead-code elimination (optimizer/passes.py), t
 search (optimizer/superopt/, pass `superopt`).
 """
 
+from optimizer import eqsat as _eqsat  # noqa: F401  (registers the e-graph searches with the pass)
 from optimizer import fold as _fold  # noqa: F401  (registers constant folding)
 from optimizer import library as _library  # noqa: F401  (registers library substitution)
 from optimizer import passes as _passes  # noqa: F401  (registers the built-in passes)

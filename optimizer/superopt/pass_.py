@@ -18,7 +18,8 @@ holds only while the weights do not change between evaluations.
 Settings (`ops.settings.SETTINGS`, from LAZYGRAPH_SUPEROPT*): `superopt` off turns the pass
 off (an entry already cached keeps its rewrite); `superopt_seconds` (default 0.5) and
 `superopt_graphs` (default 100) bound the search; `superopt_cost` picks the cost model
-(`analytic`, the default: no timing during evaluation; `measured`).
+(`analytic`, the default: no timing during evaluation; `measured`); `superopt_search` picks the
+search (`taso`, the default; `eqsat`, `mcts`, `auto` from optimizer/eqsat/, by `SEARCHES`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from optimizer.superopt.apply import SGraph
 from optimizer.superopt.convert import slice_of
 from optimizer.superopt.cost import CostModel
 from optimizer.superopt.match import builtin_rules
-from optimizer.superopt.search import SearchResult, staged_search
+from optimizer.superopt.search import SEARCHES, SearchResult
 
 PRIORITY = 175  # after CSE (200), before constant folding (150): folding sees merged weights
 #: what the last run of the pass did (for lg.explain-style reports and tests)
@@ -211,7 +212,11 @@ def optimize_graph(g: Graph, seconds: float, graphs: int, cost: str) -> SearchRe
     COUNTS["searches"] += 1
     LAST.clear()
     try:
-        result = staged_search(sg, stages(), CostModel(cost), max_graphs=graphs, seconds=seconds)
+        name = str(SETTINGS.superopt_search)
+        if name not in SEARCHES:
+            raise ValueError(f"superopt: unknown search {name!r} (known: {sorted(SEARCHES)})")
+        result = SEARCHES[name](sg, stages(), CostModel(cost), seconds=seconds, graphs=graphs)
+        LAST["search"] = name
     except Exception as e:  # noqa: BLE001  (a search bug must not fail the user's evaluation)
         # the search works on its own copy: Q is untouched, the graph runs unoptimized
         COUNTS["errors"] += 1

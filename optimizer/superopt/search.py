@@ -17,7 +17,7 @@ import heapq
 import itertools
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from optimizer.rewrite.rules import Rule
@@ -158,3 +158,18 @@ def staged_search(
     total.rules = Counter(total.best.applied)
     total.seconds = time.perf_counter() - t0
     return total
+
+
+def taso_search(
+    sg: SGraph,
+    stages: Sequence[Sequence[Rule]],
+    model: CostModel | None = None,
+    seconds: float = 5.0,
+    graphs: int = 200,
+) -> SearchResult:
+    """The pass's default search: `staged_search` in the searches' common signature."""
+    return staged_search(sg, stages, model, max_graphs=graphs, seconds=seconds)
+
+
+#: the searches the pass can run, by LAZYGRAPH_SUPEROPT_SEARCH (optimizer.eqsat adds the e-graph ones)
+SEARCHES: dict[str, Callable[..., SearchResult]] = {"taso": taso_search}

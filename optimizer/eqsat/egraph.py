@@ -1,0 +1,182 @@
+"""An e-graph over the superoptimizer's search graphs (union-find, hashcons, rebuild).
+
+E-nodes are `SNode`s (lazygraph's own operators, as the TASO search sees them) whose inputs
+are e-class ids; leaves are keyed by what they stand for (a Q node, or their id in the graph
+they came from), constants by their value. Rules are not translated: a rewrite is found by
+the search's own matchers on a concrete graph extracted from the e-graph, and `absorb` adds
+the rewritten graph and unions each replaced node's class with its replacement's class. So
+every proven rule applies with its conditions and its multi-output sources exactly as in the
+TASO search, at the price that a rule matches only on the graphs the driver hands it rather
+than on every term the e-graph represents (see docs/superopt.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.superopt.apply import SGraph, SNode
+
+
+@dataclass
+class ENode:
+    """One e-node: an operation (or leaf) over child e-classes, and the rule that introduced it."""
+
+    node: SNode
+    children: tuple[int, ...]
+    rule: str = ""
+
+
+def _leaf_key(sg: SGraph, i: int) -> tuple:
+    n = sg.nodes[i]
+    if n.op in ("scalar", "const") and n.src < 0:
+        return ("leaf", n.sig, repr(n.value))
+    return ("leaf", n.op, n.src, n.sig, i if n.src < 0 else -1)
+
+
+class EGraph:
+    """E-classes of equivalent values; `roots` are the output classes of the input graph."""
+
+    def __init__(self) -> None:
+        self.parent: list[int] = []
+        self.enodes: list[ENode] = []
+        self.memo: dict[tuple, int] = {}  # canonical key -> e-node index
+        self.members: dict[int, list[int]] = {}  # class -> e-node indices
+        self.class_of: list[int] = []  # e-node -> class (canonicalize with find)
+        self.roots: list[int] = []
+        self.value_guards: set[int] = set()
+
+    def copy(self) -> EGraph:
+        """An independent copy (MCTS tree nodes hold their own e-graphs); e-nodes are shared."""
+        c = EGraph.__new__(EGraph)
+        c.parent = list(self.parent)
+        c.enodes = list(self.enodes)
+        c.memo = dict(self.memo)
+        c.members = {k: list(v) for k, v in self.members.items()}
+        c.class_of = list(self.class_of)
+        c.roots = list(self.roots)
+        c.value_guards = set(self.value_guards)
+        return c
+
+    # -- union-find --------------------------------------------------------------------------
+
+    def find(self, c: int) -> int:
+        """The canonical id of class c."""
+        p = self.parent
+        while p[c] != c:
+            p[c] = p[p[c]]
+            c = p[c]
+        return c
+
+    def union(self, a: int, b: int) -> bool:
+        """Merge two classes; True when they were distinct."""
+        a, b = self.find(a), self.find(b)
+        if a == b:
+            return False
+        if len(self.members[a]) < len(self.members[b]):
+            a, b = b, a
+        self.parent[b] = a
+        self.members[a].extend(self.members.pop(b))
+        return True
+
+    @property
+    def size(self) -> int:
+        """E-nodes held (the memory budget counts these)."""
+        return len(self.enodes)
+
+    def classes(self) -> list[int]:
+        """Canonical class ids."""
+        return list(self.members)
+
+    # -- adding ------------------------------------------------------------------------------
+
+    def _key(self, node: SNode, children: tuple[int, ...], leaf: tuple | None) -> tuple:
+        return leaf if leaf is not None else (node.sig, tuple(self.find(c) for c in children))
+
+    def add_node(
+        self, node: SNode, children: tuple[int, ...], leaf: tuple | None = None, rule: str = ""
+    ) -> int:
+        """The class of an e-node, adding it when new (hash-consed on canonical children)."""
+        key = self._key(node, children, leaf)
+        got = self.memo.get(key)
+        if got is not None:
+            return self.find(self.class_of[got])
+        idx = len(self.enodes)
+        self.enodes.append(ENode(node, tuple(self.find(c) for c in children), rule))
+        c = len(self.parent)
+        self.parent.append(c)
+        self.class_of.append(c)
+        self.members[c] = [idx]
+        self.memo[key] = idx
+        return c
+
+    def add_graph(self, sg: SGraph, rule: str = "") -> dict[int, int]:
+        """Every live node of sg as e-nodes; returns node id -> class."""
+        out: dict[int, int] = {}
+        for i in sg.topo() or []:
+            n = sg.nodes[i]
+            if n.leaf:
+                out[i] = self.add_node(n, (), _leaf_key(sg, i), rule)
+            else:
+                out[i] = self.add_node(n, tuple(out[c] for c in n.inputs), None, rule)
+        self.value_guards |= sg.value_guards
+        return out
+
+    def absorb(self, base: dict[int, int], new: SGraph, since: dict[int, int], rule: str) -> bool:
+        """Add a rewrite's result and union what it replaced; True when the e-graph changed.
+
+        `base`: the class of each node of the graph the rewrite started from; `since`: that
+        graph's `replaced` (entries the rewrite did not add are skipped).
+        """
+        before = (len(self.enodes), len(self.members))
+        got = self.add_graph(new, rule)
+        merged = False
+        for old, nid in new.replaced.items():
+            if since.get(old) == nid or old not in base:
+                continue
+            while nid not in got and nid in new.replaced:
+                nid = new.replaced[nid]
+            if nid in got:
+                merged |= self.union(base[old], got[nid])
+        if merged:
+            self.rebuild()
+        return merged or (len(self.enodes), len(self.members)) != before
+
+    def rebuild(self) -> None:
+        """Restore congruence: e-nodes equal up to their children's classes share one class."""
+        changed = True
+        while changed:
+            changed = False
+            memo: dict[tuple, int] = {}
+            for idx, e in enumerate(self.enodes):
+                key = e.node.sig, tuple(self.find(c) for c in e.children)
+                if e.node.leaf:
+                    continue
+                prev = memo.get(key)
+                if prev is None:
+                    memo[key] = idx
+                elif self.union(self.class_of[prev], self.class_of[idx]):
+                    changed = True
+        # re-key the hashcons on canonical children (leaf keys never change)
+        for key, idx in list(self.memo.items()):
+            e = self.enodes[idx]
+            if not e.node.leaf:
+                del self.memo[key]
+        for idx, e in enumerate(self.enodes):
+            if not e.node.leaf:
+                self.memo.setdefault((e.node.sig, tuple(self.find(c) for c in e.children)), idx)
+
+    def nodes_of(self, c: int) -> list[int]:
+        """E-node indices of class c."""
+        return self.members[self.find(c)]
+
+    def children(self, idx: int) -> tuple[int, ...]:
+        """Canonical child classes of e-node idx."""
+        return tuple(self.find(c) for c in self.enodes[idx].children)
+
+
+def from_graph(sg: SGraph) -> tuple[EGraph, dict[int, int]]:
+    """The e-graph of one search graph (every class holds one e-node) and node id -> class."""
+    eg = EGraph()
+    got = eg.add_graph(sg)
+    eg.roots = [got[o] for o in sg.outputs]
+    return eg, got

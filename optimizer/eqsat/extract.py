@@ -1,0 +1,218 @@
+"""Extraction from the e-graph: per-e-node costs, a greedy with history, an exact ILP (HiGHS).
+
+A graph's cost counts each node once however many readers it has. Tree-cost greedy
+extraction (egg's default: an e-node costs itself plus its children's costs) counts a shared
+subgraph once per path to it, so it can prefer a graph that recomputes less-shared pieces and
+is slower than the input (Tensat's -124%). The greedy here is the paper's fix: a class's cost
+is the summed cost of the *set* of e-nodes below its choice, and an e-node's cost is its own
+plus the cost of the union of its children's sets. The ILP selects e-nodes with binary
+variables (each used class has a chosen e-node, a chosen e-node's children are used) and
+forbids cycles with an order on classes (t_c >= t_d + 1 whenever a chosen e-node of c reads d).
+
+Costs are linear: each e-node costs what the search's cost model charges for that operator
+alone at its shapes (`CostModel.graph_cost` of a one-operator graph), zero when all its
+inputs are weights (folded once). The model's fusion effects (bias and ReLU epilogues,
+elementwise regions) are not linear; `select` therefore re-costs the extracted graph with the
+full model and keeps the input when the input is cheaper, so an extraction never makes the
+graph costlier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optimizer.eqsat.egraph import EGraph
+from optimizer.superopt.apply import SGraph, SNode
+from optimizer.superopt.cost import CostModel
+
+INF = float("inf")
+
+
+@dataclass
+class Choice:
+    """A selection: class -> chosen e-node index, and its linear cost."""
+
+    pick: dict[int, int]
+    cost: float
+    method: str
+
+
+def constant_classes(eg: EGraph) -> set[int]:
+    """Classes computable from weights, scalars and constants alone (folded: free)."""
+    const: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for c, idxs in eg.members.items():
+            if c in const:
+                continue
+            for idx in idxs:
+                n = eg.enodes[idx].node
+                if n.op in ("weight", "scalar", "const") or (
+                    not n.leaf and all(ch in const for ch in eg.children(idx))
+                ):
+                    const.add(c)
+                    changed = True
+                    break
+    return const
+
+
+def node_costs(eg: EGraph, model: CostModel, const: set[int], memo: dict | None = None) -> list[float]:
+    """The linear cost of every e-node (memoized on operator, shapes and constness)."""
+    memo = {} if memo is None else memo
+    out: list[float] = []
+    for idx, e in enumerate(eg.enodes):
+        n = e.node
+        ch = eg.children(idx)
+        if n.leaf or all(c in const for c in ch):
+            out.append(0.0)
+            continue
+        kids = [eg.enodes[eg.nodes_of(c)[0]].node for c in ch]
+        key = (n.sig, tuple((k.shape, k.dtype.str, c in const) for k, c in zip(kids, ch)))
+        if key not in memo:
+            g = SGraph()
+            ins = [
+                g.leaf("scalar", (), k.dtype, value=k.value)
+                if k.op == "scalar"
+                else g.leaf("weight" if c in const else "input", k.shape, k.dtype)
+                for k, c in zip(kids, ch)
+            ]
+            g.outputs = [g._put(SNode(n.op, tuple(ins), n.attrs, n.shape, n.dtype))]
+            memo[key] = model.graph_cost(g)
+        out.append(memo[key])
+    return out
+
+
+def greedy(eg: EGraph, costs: list[float], history: bool = True) -> Choice:
+    """Bottom-up greedy to a fixpoint; `history` counts shared e-nodes once (the paper's cost)."""
+    best: dict[int, tuple[float, int, frozenset | None]] = {}
+    for _ in range(len(eg.members) + 1):
+        changed = False
+        for c, idxs in eg.members.items():
+            for idx in idxs:
+                ch = eg.children(idx)
+                if c in ch or any(d not in best for d in ch):
+                    continue
+                if history:
+                    seen = frozenset().union(*(best[d][2] for d in ch)) | {idx}
+                    cost = sum(costs[k] for k in seen)
+                else:
+                    seen = None
+                    cost = costs[idx] + sum(best[d][0] for d in ch)
+                if c not in best or cost < best[c][0] - 1e-15:
+                    if history and any(idx in best[d][2] for d in ch):
+                        continue  # would read itself: a cycle
+                    best[c] = (cost, idx, seen)
+                    changed = True
+        if not changed:
+            break
+    missing = [r for r in eg.roots if eg.find(r) not in best]
+    if missing:
+        raise ValueError(f"extraction: no acyclic term for output classes {missing}")
+    pick = {c: v[1] for c, v in best.items()}
+    return Choice(pick, linear_cost(eg, pick, costs), "greedy" if history else "tree-greedy")
+
+
+def reachable(eg: EGraph, pick: dict[int, int]) -> list[int] | None:
+    """Classes the selection uses, children first; None when it has a cycle."""
+    state: dict[int, int] = {}
+    order: list[int] = []
+    for r in eg.roots:
+        stack = [(eg.find(r), False)]
+        while stack:
+            c, done = stack.pop()
+            if done:
+                state[c] = 2
+                order.append(c)
+                continue
+            s = state.get(c)
+            if s == 2:
+                continue
+            if s == 1:
+                return None
+            state[c] = 1
+            stack.append((c, True))
+            for d in eg.children(pick[c]):
+                if state.get(d) == 1:
+                    return None
+                if state.get(d) is None:
+                    stack.append((d, False))
+    return order
+
+
+def linear_cost(eg: EGraph, pick: dict[int, int], costs: list[float]) -> float:
+    """The selection's linear cost, each used class once (inf when cyclic)."""
+    order = reachable(eg, pick)
+    return INF if order is None else sum(costs[pick[c]] for c in order)
+
+
+def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | None = None) -> Choice | None:
+    """The exact DAG-cost extraction with HiGHS; None when no solution was found in time."""
+    import highspy
+
+    classes = eg.classes()
+    cidx = {c: k for k, c in enumerate(classes)}
+    enodes = [(idx, c) for c in classes for idx in eg.members[c] if c not in eg.children(idx)]
+    nx, ny = len(enodes), len(classes)
+    big = float(ny + 1)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", max(0.1, float(seconds)))
+    h.setOptionValue("threads", 1)
+    inf = highspy.kHighsInf
+    # columns: x (e-nodes), y (classes used), t (topological order)
+    for idx, _ in enodes:
+        h.addCol(costs[idx], 0.0, 1.0, 0, [], [])
+    roots = {eg.find(r) for r in eg.roots}
+    for c in classes:
+        h.addCol(0.0, 1.0 if c in roots else 0.0, 1.0, 0, [], [])
+    for _ in classes:
+        h.addCol(0.0, 0.0, big, 0, [], [])
+    ints = np.arange(nx + ny, dtype=np.int32)
+    h.changeColsIntegrality(len(ints), ints, np.full(len(ints), highspy.HighsVarType.kInteger))
+    by_class: dict[int, list[int]] = {}
+    for k, (idx, c) in enumerate(enodes):
+        by_class.setdefault(c, []).append(k)
+        for d in set(eg.children(idx)):
+            # x_k <= y_d: a chosen e-node's children are used
+            h.addRow(-inf, 0.0, 2, np.array([k, nx + cidx[d]], np.int32), np.array([1.0, -1.0]))
+            # t_c - t_d - big * x_k >= 1 - big: the order forbids cycles
+            cols = np.array([nx + ny + cidx[c], nx + ny + cidx[d], k], np.int32)
+            h.addRow(1.0 - big, inf, 3, cols, np.array([1.0, -1.0, -big]))
+    for c in classes:  # a used class has a chosen e-node
+        ks = by_class.get(c, [])
+        cols = np.array([*ks, nx + cidx[c]], np.int32)
+        h.addRow(0.0, inf, len(cols), cols, np.array([1.0] * len(ks) + [-1.0]))
+    if start is not None:
+        order = reachable(eg, start.pick) or []
+        pos = {c: k for k, c in enumerate(order)}
+        sol = np.zeros(nx + 2 * ny)
+        chosen = {start.pick[c] for c in order}
+        for k, (idx, c) in enumerate(enodes):
+            sol[k] = 1.0 if idx in chosen and c in pos else 0.0
+        for c in order:
+            sol[nx + cidx[c]] = 1.0
+            sol[nx + ny + cidx[c]] = float(pos[c] + 1)
+        h.setSolution(_solution(highspy, sol))
+    h.run()
+    values = h.getSolution().col_value
+    if h.getInfo().primal_solution_status != 2 or not values:
+        return None
+    pick: dict[int, int] = {}
+    for k, (idx, c) in enumerate(enodes):
+        if values[k] > 0.5:
+            pick.setdefault(c, idx)
+    if any(eg.find(r) not in pick for r in eg.roots) or reachable(eg, pick) is None:
+        return None
+    status = h.getModelStatus()
+    method = "ilp" if status == highspy.HighsModelStatus.kOptimal else "ilp-timeout"
+    return Choice(pick, linear_cost(eg, pick, costs), method)
+
+
+def _solution(highspy: object, sol: np.ndarray) -> object:
+    s = highspy.HighsSolution()
+    s.col_value = list(sol)
+    s.value_valid = True
+    return s

@@ -1,0 +1,158 @@
+"""Monte Carlo tree search over e-graph construction (the PACT'24 design, on lazygraph's rules).
+
+The main e-graph grows one action at a time; an action is a rule applied at every match on
+the input graph and on the e-graph's current greedy extraction. Before each action an MCTS
+runs from the main e-graph: selection descends by UCB1 (v/n + c sqrt(ln N / n)) and stops at
+each node with probability 1/2 to widen the tree; expansion applies a random rule not on the
+node's blacklist (rules that changed nothing there: saturated children are pruned);
+simulation applies random rules up to `depth` steps, and the reward is the sum of the
+extracted cost's decreases, max(cost_{i-1} - cost_i, 0), relative to the input's cost;
+update adds the reward and a visit along the path. The root's child with the best average
+value is applied to the main e-graph. Construction stops at the e-node budget, when no rule
+changes the e-graph, or at the time limit; the final graph is extracted by ILP (greedy when
+the ILP finds nothing in time).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+
+from optimizer.eqsat.egraph import EGraph
+from optimizer.eqsat.extract import greedy
+from optimizer.eqsat.saturate import Saturation
+
+
+@dataclass
+class TreeNode:
+    """A search-tree node: the e-graph after its action, statistics, pruned actions."""
+
+    eg: EGraph
+    cost: float
+    action: int = -1
+    parent: TreeNode | None = None
+    children: dict[int, TreeNode] = field(default_factory=dict)
+    value: float = 0.0
+    visits: int = 0
+    blacklist: set[int] = field(default_factory=set)
+    saturated: bool = False
+
+
+class MCTS:
+    """MCTS-guided construction of a `Saturation`'s e-graph."""
+
+    def __init__(
+        self,
+        sat: Saturation,
+        budget: int = 16,
+        depth: int = 3,
+        c: float = math.sqrt(2.0),
+        seed: int = 0,
+    ) -> None:
+        self.sat = sat
+        self.budget = budget
+        self.depth = depth
+        self.c = c
+        self.rng = random.Random(seed)
+        self.start = max(sat.model.graph_cost(sat.sg), 1e-30)
+        self.actions_applied: list[str] = []
+        self.max_size = sat.eg.size
+
+    def cost(self, eg: EGraph) -> float:
+        """The extracted (greedy with history) linear cost of an e-graph: the reward's runtime."""
+        return greedy(eg, self.sat.costs(eg)).cost
+
+    def act(self, eg: EGraph, rule: int, deadline: float) -> EGraph | None:
+        """A copy of eg with one rule applied everywhere it matches; None when nothing changed."""
+        sat = self.sat
+        new = eg.copy()
+        graphs = [(sat.sg, sat.base), (sat.best_graph(new), None)]
+        graphs[1] = (graphs[1][0], new.add_graph(graphs[1][0]))
+        made = sat.apply_rule(new, sat.rules[rule], graphs, deadline, seen=set())
+        self.max_size = max(self.max_size, new.size)
+        return new if made else None
+
+    def _free(self, node: TreeNode) -> list[int]:
+        return [r for r in range(len(self.sat.rules)) if r not in node.blacklist and r not in node.children]
+
+    def _select(self, root: TreeNode) -> TreeNode:
+        node = root
+        while True:
+            live = [ch for ch in node.children.values() if not ch.saturated]
+            if not live or (self._free(node) and self.rng.random() < 0.5):
+                return node
+            total = math.log(max(node.visits, 1))
+            node = max(
+                live,
+                key=lambda ch: ch.value / max(ch.visits, 1) + self.c * math.sqrt(total / max(ch.visits, 1)),
+            )
+
+    def _expand(self, node: TreeNode, deadline: float) -> TreeNode | None:
+        while self._free(node) and time.perf_counter() < deadline:
+            rule = self.rng.choice(self._free(node))
+            if node.eg.size >= self.sat.node_limit:
+                node.saturated = True
+                return None
+            new = self.act(node.eg, rule, deadline)
+            if new is None:
+                node.blacklist.add(rule)  # changes nothing here: a saturated child, pruned
+                continue
+            child = TreeNode(new, self.cost(new), rule, node)
+            node.children[rule] = child
+            return child
+        if not self._free(node) and not any(not ch.saturated for ch in node.children.values()):
+            node.saturated = True
+        return None
+
+    def _simulate(self, node: TreeNode, deadline: float) -> float:
+        reward = max((node.parent.cost if node.parent else node.cost) - node.cost, 0.0)
+        eg, cost = node.eg, node.cost
+        for _ in range(self.depth):
+            if eg.size >= self.sat.node_limit or time.perf_counter() > deadline:
+                break
+            new = self.act(eg, self.rng.randrange(len(self.sat.rules)), deadline)
+            if new is None:
+                continue
+            c = self.cost(new)
+            reward += max(cost - c, 0.0)
+            eg, cost = new, c
+        return reward / self.start
+
+    def choose(self, deadline: float) -> TreeNode | None:
+        """One MCTS from the main e-graph; the root's child with the best average value."""
+        root = TreeNode(self.sat.eg, self.cost(self.sat.eg))
+        for _ in range(self.budget):
+            if time.perf_counter() > deadline or root.saturated:
+                break
+            node = self._select(root)
+            child = self._expand(node, deadline)
+            if child is None:
+                continue
+            reward = self._simulate(child, deadline)
+            walk: TreeNode | None = child
+            while walk is not None:
+                walk.value += reward
+                walk.visits += 1
+                walk = walk.parent
+        if not root.children:
+            return None
+        return max(root.children.values(), key=lambda ch: (ch.value / max(ch.visits, 1), -ch.cost))
+
+    def run(self, seconds: float) -> str:
+        """Grow the main e-graph by MCTS-chosen actions; returns why it stopped."""
+        deadline = time.perf_counter() + seconds
+        while True:
+            if self.sat.full:
+                return "nodes"
+            if time.perf_counter() > deadline:
+                return "time"
+            best = self.choose(deadline)
+            if best is None:
+                return "saturated" if time.perf_counter() <= deadline else "time"
+            self.sat.eg = best.eg
+            self.sat.steps += 1
+            name = self.sat.rules[best.action].name
+            self.sat.applied[name] += 1
+            self.actions_applied.append(name)

@@ -1,0 +1,182 @@
+"""Equality saturation with the proven rules: e-graph construction under node and time limits.
+
+Rules are applied by the TASO search's own matchers (`adapt.matcher_of(rule).rewrites`) on
+concrete graphs drawn from the e-graph, and each result is absorbed (`EGraph.absorb`). One
+step (`Saturation.step`) matches every rule on the frontier (the graphs the previous step
+made, cheapest first, and the current best extraction) and absorbs every match until the
+node limit; the run stops when a step adds nothing (saturated as far as these graphs show),
+or at a limit. `graph_of` turns a selection back into an `SGraph` whose `replaced` maps the
+input's node ids to their replacements, which is what the pass emits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from optimizer.eqsat.egraph import EGraph, from_graph
+from optimizer.eqsat.extract import Choice, constant_classes, greedy, ilp, node_costs, reachable
+from optimizer.rewrite.rules import Rule
+from optimizer.superopt.adapt import matcher_of
+from optimizer.superopt.apply import SGraph, SNode
+from optimizer.superopt.cost import CostModel
+from optimizer.superopt.match import Context
+
+
+@dataclass
+class Saturation:
+    """An e-graph under construction from one input graph, with the rules and limits it uses."""
+
+    sg: SGraph
+    rules: Sequence[Rule]
+    model: CostModel
+    node_limit: int = 2000
+    frontier_size: int = 8
+    eg: EGraph = field(init=False)
+    base: dict[int, int] = field(init=False)
+    frontier: list[tuple[SGraph, dict[int, int]]] = field(init=False)
+    seen: set[str] = field(init=False)
+    applied: Counter = field(default_factory=Counter)
+    memo: dict = field(default_factory=dict)  # linear costs by operator, shapes and constness
+    steps: int = 0
+    generated: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sg.topo() is None:
+            raise ValueError("eqsat: the input graph has a cycle")
+        self.eg, self.base = from_graph(self.sg)
+        self.frontier = [(self.sg, self.base)]
+        self.seen = {self.sg.key()}
+
+    @property
+    def full(self) -> bool:
+        """The e-node budget is spent."""
+        return self.eg.size >= self.node_limit
+
+    def apply_rule(
+        self,
+        eg: EGraph,
+        rule: Rule,
+        graphs: Sequence[tuple[SGraph, dict[int, int]]],
+        deadline: float,
+        seen: set[str] | None = None,
+    ) -> list[tuple[SGraph, dict[int, int]]]:
+        """Every match of one rule on the given graphs, absorbed into eg; the new graphs."""
+        seen = self.seen if seen is None else seen
+        made: list[tuple[SGraph, dict[int, int]]] = []
+        for g, gmap in graphs:
+            order = g.topo()
+            if order is None:
+                continue
+            for cand in matcher_of(rule).rewrites(Context(g, order)):
+                self.generated += 1
+                key = cand.key()
+                if key in seen:
+                    continue
+                seen.add(key)
+                if eg.absorb(gmap, cand, g.replaced, rule.name):
+                    self.applied[rule.name] += 1
+                    made.append((cand, eg.add_graph(cand)))
+                if eg.size >= self.node_limit or time.perf_counter() > deadline:
+                    return made
+        return made
+
+    def step(self, deadline: float) -> int:
+        """One round of every rule on the frontier; returns how many rewrites changed the e-graph."""
+        self.steps += 1
+        graphs = list(self.frontier)
+        best = self.best_graph()
+        if best.key() not in {g.key() for g, _ in graphs}:
+            graphs.append((best, self.eg.add_graph(best)))
+        made: list[tuple[SGraph, dict[int, int]]] = []
+        for rule in self.rules:
+            if self.full or time.perf_counter() > deadline:
+                break
+            made.extend(self.apply_rule(self.eg, rule, graphs, deadline))
+        made.sort(key=lambda gm: self.model.graph_cost(gm[0]))
+        self.frontier = made[: self.frontier_size]
+        return len(made)
+
+    def run(self, seconds: float, max_steps: int = 50) -> str:
+        """Steps until saturated or a limit; returns why it stopped."""
+        deadline = time.perf_counter() + seconds
+        for _ in range(max_steps):
+            if self.full:
+                return "nodes"
+            if time.perf_counter() > deadline:
+                return "time"
+            if self.step(deadline) == 0:
+                return "saturated"
+        return "steps"
+
+    # -- extraction ----------------------------------------------------------------------------
+
+    def costs(self, eg: EGraph | None = None) -> list[float]:
+        """Linear e-node costs of an e-graph (this one by default)."""
+        eg = eg or self.eg
+        return node_costs(eg, self.model, constant_classes(eg), self.memo)
+
+    def best_graph(self, eg: EGraph | None = None) -> SGraph:
+        """The greedy (with history) extraction as a graph."""
+        eg = eg or self.eg
+        return graph_of(eg, greedy(eg, self.costs(eg)).pick, self.sg, self.base)
+
+    def extract(self, method: str = "greedy", seconds: float = 5.0) -> tuple[SGraph, Choice]:
+        """The best graph by `method` (greedy or ilp), never costlier than the input."""
+        costs = self.costs()
+        choices = [greedy(self.eg, costs)]
+        if method == "ilp":
+            exact = ilp(self.eg, costs, seconds, start=choices[0])
+            if exact is not None:
+                choices.append(exact)
+        # the linear costs miss fusion (epilogues, elementwise regions): the full model decides,
+        # and the input (always in the e-graph) is kept unless a selection beats it
+        best, best_cost, best_choice = self.sg, self.model.graph_cost(self.sg), choices[0]
+        for choice in choices:
+            g = graph_of(self.eg, choice.pick, self.sg, self.base)
+            cost = self.model.graph_cost(g)
+            if cost < best_cost:
+                best, best_cost, best_choice = g, cost, choice
+        return best, best_choice
+
+
+def graph_of(eg: EGraph, pick: dict[int, int], sg: SGraph, base: dict[int, int]) -> SGraph:
+    """A selection as a graph over sg's ids: unchanged nodes keep their ids, replaced ones map."""
+    order = reachable(eg, pick)
+    if order is None:
+        raise ValueError("eqsat: the selection has a cycle")
+    out = sg.copy()
+    out.replaced = {}
+    owner: dict[int, list[int]] = {}
+    for i, c in base.items():
+        owner.setdefault(eg.find(c), []).append(i)
+    made: dict[int, int] = {}
+    applied: list[str] = []
+    for c in order:
+        e = eg.enodes[pick[c]]
+        ins = tuple(made[d] for d in eg.children(pick[c]))
+        for i in owner.get(c, []):
+            n = sg.nodes[i]
+            if n.sig == e.node.sig and (n.leaf or n.inputs == ins):
+                made[c] = i
+                break
+        else:
+            n = e.node
+            made[c] = out._put(
+                SNode(n.op, ins, n.attrs, n.shape, n.dtype, -1 if not n.leaf else n.src, n.value)
+            )
+            if e.rule:
+                applied.append(e.rule)
+    mapping = {}
+    for i, c in base.items():
+        got = made.get(eg.find(c))
+        if got is not None and got != i and not sg.nodes[i].leaf:
+            mapping[i] = got
+    out.outputs = [made[eg.find(r)] for r in eg.roots]
+    out.redirect(mapping)
+    out.prune()
+    out.applied = applied
+    out.value_guards = set(eg.value_guards)
+    return out

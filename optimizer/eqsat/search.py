@@ -1,0 +1,129 @@
+"""The e-graph searches as the superopt pass calls them: eqsat, mcts and auto.
+
+Each takes the pass's arguments (graph, rule sets by stage, cost model, seconds, graphs) and
+returns the TASO search's `SearchResult`, so the pass emits, guards and caches the result the
+same way whichever search produced it. `register()` adds them to `superopt.search.SEARCHES`,
+where the pass looks up `LAZYGRAPH_SUPEROPT_SEARCH`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+
+from optimizer.eqsat.mcts import MCTS
+from optimizer.eqsat.saturate import Saturation
+from optimizer.rewrite.rules import Rule
+from optimizer.superopt.apply import SGraph
+from optimizer.superopt.cost import CostModel
+from optimizer.superopt.search import SEARCHES, SearchResult, staged_search
+
+#: e-node budget (the paper's 2,000) and the share of the time kept for the final ILP
+NODE_LIMIT = 2000
+ILP_SHARE = 0.25
+
+
+def _result(sat: Saturation, sg: SGraph, best: SGraph, t0: float, stopped: str) -> SearchResult:
+    model = sat.model
+    start = model.graph_cost(sg)
+    cost = model.graph_cost(best)
+    if cost >= start:
+        best, cost = sg, start
+    r = SearchResult(best, cost, start, explored=sat.steps, generated=sat.generated, stopped=stopped)
+    r.rules = Counter(best.applied)
+    r.seconds = time.perf_counter() - t0
+    r.egraph_nodes = sat.eg.size  # type: ignore[attr-defined]
+    return r
+
+
+def eqsat_search(
+    sg: SGraph,
+    stages: Sequence[Sequence[Rule]],
+    model: CostModel | None = None,
+    seconds: float = 5.0,
+    graphs: int = 100,
+    extract: str = "ilp",
+    node_limit: int = NODE_LIMIT,
+) -> SearchResult:
+    """Saturate with the last stage's rules under the limits, then extract (ILP or greedy)."""
+    t0 = time.perf_counter()
+    sat = Saturation(sg, stages[0], model or CostModel(), node_limit=node_limit)
+    stopped = "saturated"
+    best = sg
+    # stages as in the TASO search: the structural merges saturate in a few steps, the
+    # library's neutral variants would fill the node budget before any merge; each stage
+    # is extracted (its e-graph is smallest then), and the next starts from that and the input
+    for k, rules in enumerate(stages):
+        sat.rules = rules
+        if k:
+            sat.frontier = [(sat.sg, sat.base)]
+            if best is not sg:
+                sat.frontier.append((best, sat.eg.add_graph(best)))
+        share = (seconds - (time.perf_counter() - t0)) / (len(stages) - k)
+        stopped = sat.run(share * (1 - ILP_SHARE), max_steps=max(1, graphs))
+        got, _ = sat.extract(extract, max(0.05, share * ILP_SHARE))
+        if sat.model.graph_cost(got) < sat.model.graph_cost(best):
+            best = got
+    return _result(sat, sg, best, t0, stopped)
+
+
+def mcts_search(
+    sg: SGraph,
+    stages: Sequence[Sequence[Rule]],
+    model: CostModel | None = None,
+    seconds: float = 5.0,
+    graphs: int = 100,
+    node_limit: int = NODE_LIMIT,
+    budget: int = 16,
+    depth: int = 3,
+    seed: int = 0,
+) -> SearchResult:
+    """MCTS-guided e-graph construction under the e-node budget, then ILP extraction."""
+    t0 = time.perf_counter()
+    sat = Saturation(sg, stages[-1], model or CostModel(), node_limit=node_limit)
+    tree = MCTS(sat, budget=budget, depth=depth, seed=seed)
+    stopped = tree.run(seconds * (1 - ILP_SHARE))
+    left = max(0.1, seconds - (time.perf_counter() - t0))
+    best, _ = sat.extract("ilp", left)
+    r = _result(sat, sg, best, t0, stopped)
+    r.egraph_peak = tree.max_size  # type: ignore[attr-defined]
+    return r
+
+
+def auto_search(
+    sg: SGraph,
+    stages: Sequence[Sequence[Rule]],
+    model: CostModel | None = None,
+    seconds: float = 5.0,
+    graphs: int = 100,
+) -> SearchResult:
+    """TASO's staged search for half the time, then saturation from its best and the input."""
+    t0 = time.perf_counter()
+    model = model or CostModel()
+    taso = staged_search(sg, stages, model, max_graphs=graphs, seconds=seconds / 2)
+    sat = Saturation(sg, stages[-1], model, node_limit=NODE_LIMIT)
+    if taso.best is not sg:
+        mapping = sat.eg.add_graph(taso.best)
+        for old, new in taso.best.replaced.items():
+            while new not in mapping and new in taso.best.replaced:
+                new = taso.best.replaced[new]
+            if old in sat.base and new in mapping:
+                sat.eg.union(sat.base[old], mapping[new])
+        sat.eg.rebuild()
+        sat.frontier.append((taso.best, sat.eg.add_graph(taso.best)))
+    left = seconds - (time.perf_counter() - t0)
+    stopped = sat.run(left * (1 - ILP_SHARE), max_steps=max(1, graphs))
+    best, _ = sat.extract("ilp", max(0.1, seconds - (time.perf_counter() - t0)))
+    r = _result(sat, sg, best, t0, stopped)
+    if taso.cost < r.cost:
+        taso.seconds = r.seconds
+        return taso
+    return r
+
+
+def register() -> None:
+    """Make the searches selectable by LAZYGRAPH_SUPEROPT_SEARCH."""
+    SEARCHES["eqsat"] = eqsat_search
+    SEARCHES["mcts"] = mcts_search
+    SEARCHES["auto"] = auto_search
