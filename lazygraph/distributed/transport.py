@@ -136,13 +136,14 @@ class MpiTransport:
         """Test `reqs` until all complete; past the deadline, name the ranks still missing."""
         if self.MPI.Request.Testall(reqs):
             return
-        deadline = time.monotonic() + self.timeout
-        spins = 0
+        start = time.monotonic()
+        deadline = start + self.timeout
         while not self.MPI.Request.Testall(reqs):
-            spins += 1
-            # yield the core at once (ranks often share cores), then poll at a gentle pace
-            time.sleep(0 if spins < 200 else 0.0005)
-            if time.monotonic() > deadline:
+            # MPI progresses a transfer only while a process is inside MPI: test often (yielding
+            # the core, ranks may share cores) for a while, then at a gentler pace
+            now = time.monotonic()
+            time.sleep(0 if now - start < 0.05 else 0.0002)
+            if now > deadline:
                 late = missing()
                 for q in reqs:
                     if q != self.MPI.REQUEST_NULL and not q.Test():
