@@ -62,7 +62,10 @@ class MCTS:
 
     def cost(self, eg: EGraph) -> float:
         """The extracted (greedy with history) linear cost of an e-graph: the reward's runtime."""
-        return greedy(eg, self.sat.costs(eg)).cost
+        try:
+            return greedy(eg, self.sat.costs(eg)).cost
+        except ValueError:  # no acyclic greedy choice for an output: no improvement to reward
+            return self.start
 
     def act(self, eg: EGraph, rule: int, deadline: float) -> EGraph | None:
         """A copy of eg with one rule applied everywhere it matches; None when nothing changed."""

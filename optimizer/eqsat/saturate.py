@@ -121,7 +121,10 @@ class Saturation:
     def best_graph(self, eg: EGraph | None = None) -> SGraph:
         """The greedy (with history) extraction as a graph."""
         eg = eg or self.eg
-        return graph_of(eg, greedy(eg, self.costs(eg)).pick, self.sg, self.base)
+        try:
+            return graph_of(eg, greedy(eg, self.costs(eg)).pick, self.sg, self.base)
+        except ValueError:  # a stale history let the greedy close a cycle: the input stands
+            return self.sg
 
     def extract(self, method: str = "greedy", seconds: float = 5.0) -> tuple[SGraph, Choice]:
         """The best graph by `method` (greedy or ilp), never costlier than the input."""
@@ -135,7 +138,10 @@ class Saturation:
         # and the input (always in the e-graph) is kept unless a selection beats it
         best, best_cost, best_choice = self.sg, self.model.graph_cost(self.sg), choices[0]
         for choice in choices:
-            g = graph_of(self.eg, choice.pick, self.sg, self.base)
+            try:
+                g = graph_of(self.eg, choice.pick, self.sg, self.base)
+            except ValueError:  # a cyclic greedy selection (stale history): not a graph
+                continue
             cost = self.model.graph_cost(g)
             if cost < best_cost:
                 best, best_cost, best_choice = g, cost, choice
