@@ -8,8 +8,9 @@ whatever the process count (each of N processes takes 1/N of it), so steps/s of 
 over 1 is the data-parallel speedup. Each process uses one BLAS/OpenMP thread (the 1-process
 run too), so 2 processes use 2 cores. Every configuration first takes three warm-up steps (the
 step graph is optimized; the first hit queues its full optimization, which `lg.jit_wait()` lets
-finish); then the timed steps run round-robin, one step of each configuration per round with
-the ranks lined up before each step, so all see the same machine load; rank 0's median step
+finish); then the timed steps run round-robin, one step of each configuration per round (each round starting
+at the next configuration) with the ranks lined up before each step, so all see the same
+machine load; rank 0's median step
 time is reported.
 
     lazygraph            nn.DataParallel: one all-reduce per gradient recorded, the executor posts
@@ -164,8 +165,11 @@ def worker(batch: int, warm: int, steps: int) -> None:
             lg.jit_wait()  # the full optimizations and kernel compiles the first hits queued, done
     times: dict[str, list[float]] = {n: [] for n in steps_of}
     comm: dict[str, list[float]] = {n: [] for n in steps_of}
+    order = list(steps_of)
     for i in range(warm, warm + steps):
-        for name, fn in steps_of.items():
+        k = i % len(order)  # a rotating start: no configuration always follows the same one
+        for name in order[k:] + order[:k]:
+            fn = steps_of[name]
             D.barrier()
             c0, t0 = D.communication_seconds(), time.perf_counter()
             fn(i)
