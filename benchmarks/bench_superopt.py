@@ -233,6 +233,89 @@ def model_part(names: list[str], quick: bool, reps: int, seconds: float, graphs:
     return out
 
 
+#: MCTS (new greedy / ILP) speedups of the optimized graph on an A100, percent (PACT'24, anchors.md)
+MCTS_A100 = {
+    "bert": "14.6",
+    "nasrnn": "41.2",
+    "resnext50": "77.8",
+    "squeezenet": "48.2",
+    "inception_v3": "-0.0",
+    "resnet50": "3.6",
+    "vgg19": "39.7",
+    "nasnet_a": "17.7",
+}
+
+
+def capture_graph(name: str, scale: float) -> object:
+    """The search graph the superopt pass builds for a model (None: the pass's condition fails)."""
+    import optimizer
+    from cache import key as keymod
+    from cache.graph import Graph
+    from lazygraph.engine import ENGINE
+    from lazygraph.engine import compile as compiler
+    from optimizer.superopt.search import SEARCHES, SearchResult
+
+    got = []
+
+    def grab(sg: object, stages: object, model: object = None, **kw: object) -> SearchResult:
+        got.append(sg)
+        return SearchResult(sg, 0.0, 0.0)  # costs equal: the pass emits nothing
+
+    lg.settings.update(superopt=True, superopt_search="taso")
+    saved = SEARCHES["taso"]
+    SEARCHES["taso"] = grab
+    try:
+        with lg.no_grad():
+            m = MODELS[name](scale)
+        g = Graph(keymod.walk([o.node for o in m.outputs]))
+        optimizer.optimize(g, None, compiler.passes(ENGINE.lowering))
+    finally:
+        SEARCHES["taso"] = saved
+    return got[0] if got else None
+
+
+def search_part(names: list[str], quick: bool, seconds: float, graphs: int, cost: str) -> dict:
+    """Per model: TASO vs e-graph + greedy vs e-graph + ILP vs MCTS under one cost model and budget."""
+    from optimizer.eqsat.search import eqsat_search, mcts_search
+    from optimizer.superopt.cost import CostModel
+    from optimizer.superopt.search import taso_search
+
+    runs = {
+        "taso": lambda sg, st, m: taso_search(sg, st, m, seconds=seconds, graphs=graphs),
+        "eg+greedy": lambda sg, st, m: eqsat_search(
+            sg, st, m, seconds=seconds, graphs=graphs, extract="greedy"
+        ),
+        "eg+ilp": lambda sg, st, m: eqsat_search(sg, st, m, seconds=seconds, graphs=graphs, extract="ilp"),
+        "mcts": lambda sg, st, m: mcts_search(sg, st, m, seconds=seconds, graphs=graphs),
+    }
+    print(f"\n== searches (cost model {cost}, {seconds} s each; cost x: cost-model speedup) ==")
+    print(
+        f"{'model':13} {'ops':>4} "
+        + " ".join(f"{k + ' x':>12} {'s':>5} {'nodes':>5}" for k in runs)
+        + f" {'MCTS A100 %':>11}"
+    )
+    out: dict = {}
+    for name in names:
+        scale = QUICK_SCALE[name] if quick else 1.0
+        sg = capture_graph(name, scale)
+        if sg is None:
+            print(f"{name:13} (the pass's condition does not hold: no search)")
+            continue
+        stages = pass_.stages()
+        row, res = [], {}
+        for key, fn in runs.items():
+            r = fn(sg, stages, CostModel(cost))
+            nodes = getattr(r, "egraph_nodes", None)
+            res[key] = {"cost": r.speedup, "seconds": r.seconds, "rules": dict(r.rules)}
+            row.append(f"{r.speedup:12.3f} {r.seconds:5.1f} {nodes if nodes is not None else '-':>5}")
+        out[name] = res
+        print(f"{name:13} {sg.op_count():4d} " + " ".join(row) + f" {MCTS_A100[name]:>11}")
+        best = max(res, key=lambda k: res[k]["cost"])
+        rules = ", ".join(f"{k} x{v}" for k, v in sorted(res[best]["rules"].items())) or "-"
+        print(f"  best {best}: {rules[:100]}")
+    return out
+
+
 def main() -> None:
     """Parse arguments, run both parts, print the result lines."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -243,6 +326,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=None, help="search budget per model")
     ap.add_argument("--graphs", type=int, default=None, help="graphs explored per model at most")
     ap.add_argument("--cost", choices=["analytic", "measured"], default=None)
+    ap.add_argument(
+        "--search",
+        choices=["taso", "eqsat", "mcts", "auto"],
+        default="taso",
+        help="the search the pass uses for the measured part (LAZYGRAPH_SUPEROPT_SEARCH)",
+    )
+    ap.add_argument("--no-searches", action="store_true", help="skip the table comparing the searches")
     ap.add_argument(
         "--blas-threads",
         type=int,
@@ -257,6 +347,13 @@ def main() -> None:
     blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
     print(f"bench_superopt: {os.cpu_count()} cores, BLAS threads {blas} (shared machine: timings are noisy)")
     library_part(a.generate, a.quick)
+    if not a.no_searches:
+        found = search_part(a.models, a.quick, 0.5 if a.quick else seconds, graphs, cost)
+        for key in ("taso", "eg+greedy", "eg+ilp", "mcts"):
+            vals = [r[key]["cost"] for r in found.values()]
+            if vals:
+                print(f"result: {key}_cost_model_speedup_geomean = {statistics.geometric_mean(vals):.3f}")
+    lg.settings.update(superopt_search=a.search)
     res = model_part(a.models, a.quick, reps, seconds, graphs, cost)
     cpu = [r["cpu"] for r in res.values()]
     model = [r["cost"] for r in res.values()]

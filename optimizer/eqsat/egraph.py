@@ -24,6 +24,7 @@ class ENode:
     node: SNode
     children: tuple[int, ...]
     rule: str = ""
+    leaf_key: tuple | None = None
 
 
 def _leaf_key(sg: SGraph, i: int) -> tuple:
@@ -44,6 +45,7 @@ class EGraph:
         self.class_of: list[int] = []  # e-node -> class (canonicalize with find)
         self.roots: list[int] = []
         self.value_guards: set[int] = set()
+        self.last: dict[int, int] = {}
 
     def copy(self) -> EGraph:
         """An independent copy (MCTS tree nodes hold their own e-graphs); e-nodes are shared."""
@@ -55,6 +57,7 @@ class EGraph:
         c.class_of = list(self.class_of)
         c.roots = list(self.roots)
         c.value_guards = set(self.value_guards)
+        c.last = {}
         return c
 
     # -- union-find --------------------------------------------------------------------------
@@ -80,8 +83,8 @@ class EGraph:
 
     @property
     def size(self) -> int:
-        """E-nodes held (the memory budget counts these)."""
-        return len(self.enodes)
+        """Distinct e-nodes held (the memory budget counts these)."""
+        return len(self.memo)
 
     def classes(self) -> list[int]:
         """Canonical class ids."""
@@ -101,7 +104,7 @@ class EGraph:
         if got is not None:
             return self.find(self.class_of[got])
         idx = len(self.enodes)
-        self.enodes.append(ENode(node, tuple(self.find(c) for c in children), rule))
+        self.enodes.append(ENode(node, tuple(self.find(c) for c in children), rule, leaf))
         c = len(self.parent)
         self.parent.append(c)
         self.class_of.append(c)
@@ -125,10 +128,22 @@ class EGraph:
         """Add a rewrite's result and union what it replaced; True when the e-graph changed.
 
         `base`: the class of each node of the graph the rewrite started from; `since`: that
-        graph's `replaced` (entries the rewrite did not add are skipped).
+        graph's `replaced` (entries the rewrite did not add are skipped). A node the rewrite
+        kept (same id) is its base class even when its inputs were redirected: a redirect
+        swaps an input for an equal value, so only the target's new nodes become e-nodes.
         """
-        before = (len(self.enodes), len(self.members))
-        got = self.add_graph(new, rule)
+        before = (len(self.memo), len(self.members))
+        got: dict[int, int] = {}
+        for i in new.topo() or []:
+            if i in base:
+                got[i] = self.find(base[i])
+                continue
+            n = new.nodes[i]
+            if n.leaf:
+                got[i] = self.add_node(n, (), _leaf_key(new, i), rule)
+            else:
+                got[i] = self.add_node(n, tuple(got[c] for c in n.inputs), None, rule)
+        self.value_guards |= new.value_guards
         merged = False
         for old, nid in new.replaced.items():
             if since.get(old) == nid or old not in base:
@@ -139,31 +154,39 @@ class EGraph:
                 merged |= self.union(base[old], got[nid])
         if merged:
             self.rebuild()
-        return merged or (len(self.enodes), len(self.members)) != before
+        self.last = got  # the new graph's node id -> class (callers keep it as a frontier map)
+        return merged or (len(self.memo), len(self.members)) != before
 
     def rebuild(self) -> None:
-        """Restore congruence: e-nodes equal up to their children's classes share one class."""
+        """Restore congruence: e-nodes equal up to their children's classes share one class.
+
+        Congruent duplicates are dropped from their class, so `size` counts distinct e-nodes.
+        """
         changed = True
         while changed:
             changed = False
             memo: dict[tuple, int] = {}
             for idx, e in enumerate(self.enodes):
-                key = e.node.sig, tuple(self.find(c) for c in e.children)
                 if e.node.leaf:
                     continue
+                key = e.node.sig, tuple(self.find(c) for c in e.children)
                 prev = memo.get(key)
                 if prev is None:
                     memo[key] = idx
                 elif self.union(self.class_of[prev], self.class_of[idx]):
                     changed = True
-        # re-key the hashcons on canonical children (leaf keys never change)
-        for key, idx in list(self.memo.items()):
-            e = self.enodes[idx]
-            if not e.node.leaf:
-                del self.memo[key]
+        self.memo = {}
+        members: dict[int, list[int]] = {}
         for idx, e in enumerate(self.enodes):
-            if not e.node.leaf:
-                self.memo.setdefault((e.node.sig, tuple(self.find(c) for c in e.children)), idx)
+            if e.node.leaf:
+                key = e.leaf_key
+            else:
+                key = (e.node.sig, tuple(self.find(c) for c in e.children))
+            if key in self.memo:
+                continue  # a congruent duplicate
+            self.memo[key] = idx
+            members.setdefault(self.find(self.class_of[idx]), []).append(idx)
+        self.members = members
 
     def nodes_of(self, c: int) -> list[int]:
         """E-node indices of class c."""

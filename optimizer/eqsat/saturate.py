@@ -78,7 +78,7 @@ class Saturation:
                 seen.add(key)
                 if eg.absorb(gmap, cand, g.replaced, rule.name):
                     self.applied[rule.name] += 1
-                    made.append((cand, eg.add_graph(cand)))
+                    made.append((cand, eg.last))
                 if eg.size >= self.node_limit or time.perf_counter() > deadline:
                     return made
         return made
