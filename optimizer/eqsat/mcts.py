@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from optimizer.eqsat.egraph import EGraph
 from optimizer.eqsat.extract import greedy
 from optimizer.eqsat.saturate import Saturation
+from optimizer.superopt.adapt import matcher_of
+from optimizer.superopt.apply import SGraph
+from optimizer.superopt.match import Context
 
 
 @dataclass
@@ -59,6 +62,8 @@ class MCTS:
         self.start = max(sat.model.graph_cost(sat.sg), 1e-30)
         self.actions_applied: list[str] = []
         self.max_size = sat.eg.size
+        self.allowed: list[int] = list(range(len(sat.rules)))
+        self._graphs: dict[int, tuple[EGraph, list]] = {}
 
     def cost(self, eg: EGraph) -> float:
         """The extracted (greedy with history) linear cost of an e-graph: the reward's runtime."""
@@ -67,18 +72,40 @@ class MCTS:
         except ValueError:  # no acyclic greedy choice for an output: no improvement to reward
             return self.start
 
+    def graphs(self, eg: EGraph) -> list[tuple[SGraph, dict[int, int]]]:
+        """The graphs a rule is matched on in eg: the input and eg's greedy extraction (cached)."""
+        got = self._graphs.get(id(eg))
+        if got is None or got[0] is not eg:
+            best = self.sat.best_graph(eg)
+            pairs = [(self.sat.sg, self.sat.base)]
+            if best is not self.sat.sg:
+                pairs.append((best, {i: eg.find(c) for i, c in eg.add_graph(best).items()}))
+            got = (eg, pairs)
+            self._graphs[id(eg)] = got
+        return got[1]
+
     def act(self, eg: EGraph, rule: int, deadline: float) -> EGraph | None:
         """A copy of eg with one rule applied everywhere it matches; None when nothing changed."""
-        sat = self.sat
+        graphs = self.graphs(eg)
         new = eg.copy()
-        graphs = [(sat.sg, sat.base), (sat.best_graph(new), None)]
-        graphs[1] = (graphs[1][0], new.add_graph(graphs[1][0]))
-        made = sat.apply_rule(new, sat.rules[rule], graphs, deadline, seen=set())
+        made = self.sat.apply_rule(new, self.sat.rules[rule], graphs, deadline, seen=set())
         self.max_size = max(self.max_size, new.size)
         return new if made else None
 
+    def applicable(self, eg: EGraph, deadline: float) -> set[int]:
+        """Rules with a match on eg's graphs (the paper's pruning of rules that cannot change it)."""
+        out: set[int] = set()
+        for g, _ in self.graphs(eg):
+            ctx = Context(g, g.topo() or [])
+            for k, rule in enumerate(self.sat.rules):
+                if k in out or time.perf_counter() > deadline:
+                    continue
+                if next(iter(matcher_of(rule).rewrites(ctx)), None) is not None:
+                    out.add(k)
+        return out
+
     def _free(self, node: TreeNode) -> list[int]:
-        return [r for r in range(len(self.sat.rules)) if r not in node.blacklist and r not in node.children]
+        return [r for r in self.allowed if r not in node.blacklist and r not in node.children]
 
     def _select(self, root: TreeNode) -> TreeNode:
         node = root
@@ -115,7 +142,7 @@ class MCTS:
         for _ in range(self.depth):
             if eg.size >= self.sat.node_limit or time.perf_counter() > deadline:
                 break
-            new = self.act(eg, self.rng.randrange(len(self.sat.rules)), deadline)
+            new = self.act(eg, self.rng.choice(self.allowed), deadline)
             if new is None:
                 continue
             c = self.cost(new)
@@ -126,6 +153,12 @@ class MCTS:
     def choose(self, deadline: float) -> TreeNode | None:
         """One MCTS from the main e-graph; the root's child with the best average value."""
         root = TreeNode(self.sat.eg, self.cost(self.sat.eg))
+        self._graphs.clear()
+        # rules with no match on the root's graphs are pruned for this search (children inherit:
+        # a rewrite rarely enables a rule that had no match anywhere)
+        self.allowed = sorted(self.applicable(root.eg, deadline))
+        if not self.allowed:
+            return None
         for _ in range(self.budget):
             if time.perf_counter() > deadline or root.saturated:
                 break

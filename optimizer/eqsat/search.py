@@ -79,11 +79,16 @@ def mcts_search(
     depth: int = 3,
     seed: int = 0,
 ) -> SearchResult:
-    """MCTS-guided e-graph construction under the e-node budget, then ILP extraction."""
+    """The merges saturated, then MCTS-guided construction under the e-node budget, then ILP."""
     t0 = time.perf_counter()
-    sat = Saturation(sg, stages[-1], model or CostModel(), node_limit=node_limit)
+    sat = Saturation(sg, stages[0], model or CostModel(), node_limit=node_limit)
+    if len(stages) > 1:
+        # the structural merges first, saturated as a plain step (they converge in a few
+        # rounds); MCTS then chooses among all rules, where the phase ordering matters
+        sat.run(seconds * 0.25)
+        sat.rules = stages[-1]
     tree = MCTS(sat, budget=budget, depth=depth, seed=seed)
-    stopped = tree.run(seconds * (1 - ILP_SHARE))
+    stopped = tree.run(seconds * (1 - ILP_SHARE) - (time.perf_counter() - t0))
     left = max(0.1, seconds - (time.perf_counter() - t0))
     best, _ = sat.extract("ilp", left)
     r = _result(sat, sg, best, t0, stopped)
