@@ -16,6 +16,13 @@ round records the model again on the same arrays and runs one plan, then the oth
 "CPU x" is the ratio of the medians, "min x" the ratio of the fastest runs, "step x" the ratio
 of the sums of each step's fastest time (this machine is shared: other processes' bursts land
 on either plan at random; the step sums are the least sensitive to them). Anchors: TASO/Tensat/MCTS speedups on GPUs (shared/reference/anchors.md).
+
+Between the two, the searches table (skip with --no-searches): per model, the graph the pass
+would search, given to the TASO search, the e-graph with greedy extraction, the e-graph with
+ILP extraction and MCTS (optimizer/eqsat/) with the same budget and cost model (--quick:
+BERT, NasRNN and NASNet-A only, 0.5 s each): cost-model
+speedup, search seconds, e-graph size (e-nodes), the best one's rules, and the paper's MCTS
+speedup on an A100. `--search` picks the search the measured part's pass runs.
 """
 
 from __future__ import annotations
@@ -246,6 +253,9 @@ MCTS_A100 = {
 }
 
 
+QUICK_SEARCHES = ("bert", "nasrnn", "nasnet_a")
+
+
 def capture_graph(name: str, scale: float) -> object:
     """The search graph the superopt pass builds for a model (None: the pass's condition fails)."""
     import optimizer
@@ -348,7 +358,9 @@ def main() -> None:
     print(f"bench_superopt: {os.cpu_count()} cores, BLAS threads {blas} (shared machine: timings are noisy)")
     library_part(a.generate, a.quick)
     if not a.no_searches:
-        found = search_part(a.models, a.quick, 0.5 if a.quick else seconds, graphs, cost)
+        # --quick: the three models where the searches differ, 0.5 s each (the minute's budget)
+        names = [m for m in a.models if m in QUICK_SEARCHES] if a.quick else a.models
+        found = search_part(names, a.quick, 0.5 if a.quick else seconds, graphs, cost)
         for key in ("taso", "eg+greedy", "eg+ilp", "mcts"):
             vals = [r[key]["cost"] for r in found.values()]
             if vals:
