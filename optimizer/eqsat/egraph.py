@@ -46,6 +46,7 @@ class EGraph:
         self.roots: list[int] = []
         self.value_guards: set[int] = set()
         self.last: dict[int, int] = {}
+        self.dirty = False  # unions since the last rebuild
 
     def copy(self) -> EGraph:
         """An independent copy (MCTS tree nodes hold their own e-graphs); e-nodes are shared."""
@@ -58,6 +59,7 @@ class EGraph:
         c.roots = list(self.roots)
         c.value_guards = set(self.value_guards)
         c.last = {}
+        c.dirty = self.dirty
         return c
 
     # -- union-find --------------------------------------------------------------------------
@@ -124,13 +126,16 @@ class EGraph:
         self.value_guards |= sg.value_guards
         return out
 
-    def absorb(self, base: dict[int, int], new: SGraph, since: dict[int, int], rule: str) -> bool:
+    def absorb(
+        self, base: dict[int, int], new: SGraph, since: dict[int, int], rule: str, rebuild: bool = True
+    ) -> bool:
         """Add a rewrite's result and union what it replaced; True when the e-graph changed.
 
         `base`: the class of each node of the graph the rewrite started from; `since`: that
         graph's `replaced` (entries the rewrite did not add are skipped). A node the rewrite
         kept (same id) is its base class even when its inputs were redirected: a redirect
         swaps an input for an equal value, so only the target's new nodes become e-nodes.
+        `rebuild=False` leaves congruence to the caller's next `rebuild` (one per batch).
         """
         before = (len(self.memo), len(self.members))
         got: dict[int, int] = {}
@@ -153,7 +158,9 @@ class EGraph:
             if nid in got:
                 merged |= self.union(base[old], got[nid])
         if merged:
-            self.rebuild()
+            self.dirty = True
+            if rebuild:
+                self.rebuild()
         self.last = got  # the new graph's node id -> class (callers keep it as a frontier map)
         return merged or (len(self.memo), len(self.members)) != before
 
@@ -162,6 +169,7 @@ class EGraph:
 
         Congruent duplicates are dropped from their class, so `size` counts distinct e-nodes.
         """
+        self.dirty = False
         changed = True
         while changed:
             changed = False

@@ -6,7 +6,9 @@ runs from the main e-graph: selection descends by UCB1 (v/n + c sqrt(ln N / n)) 
 each node with probability 1/2 to widen the tree; expansion applies a random rule not on the
 node's blacklist (rules that changed nothing there: saturated children are pruned);
 simulation applies random rules up to `depth` steps, and the reward is the sum of the
-extracted cost's decreases, max(cost_{i-1} - cost_i, 0), relative to the input's cost;
+extracted cost's decreases, max(cost_{i-1} - cost_i, 0), relative to the input's cost (the
+cost: the full cost model on the greedy extraction, or on the cheapest graph the action made
+when that is lower: the linear costs the greedy uses miss the merges' fused epilogues);
 update adds the reward and a visit along the path. The root's child with the best average
 value is applied to the main e-graph. Construction stops at the e-node budget, when no rule
 changes the e-graph, or at the time limit; the final graph is extracted by ILP (greedy when
@@ -21,7 +23,6 @@ import time
 from dataclasses import dataclass, field
 
 from optimizer.eqsat.egraph import EGraph
-from optimizer.eqsat.extract import greedy
 from optimizer.eqsat.saturate import Saturation
 from optimizer.superopt.adapt import matcher_of
 from optimizer.superopt.apply import SGraph
@@ -41,6 +42,7 @@ class TreeNode:
     visits: int = 0
     blacklist: set[int] = field(default_factory=set)
     saturated: bool = False
+    made: tuple[float, SGraph] | None = None
 
 
 class MCTS:
@@ -62,15 +64,17 @@ class MCTS:
         self.start = max(sat.model.graph_cost(sat.sg), 1e-30)
         self.actions_applied: list[str] = []
         self.max_size = sat.eg.size
+        self.made: list[SGraph] = []
         self.allowed: list[int] = list(range(len(sat.rules)))
         self._graphs: dict[int, tuple[EGraph, list]] = {}
 
     def cost(self, eg: EGraph) -> float:
-        """The extracted (greedy with history) linear cost of an e-graph: the reward's runtime."""
-        try:
-            return greedy(eg, self.sat.costs(eg)).cost
-        except ValueError:  # no acyclic greedy choice for an output: no improvement to reward
-            return self.start
+        """The reward's runtime: the full model's cost of eg's greedy extraction or of the
+        cheapest graph the last action made (both are in eg), whichever is lower."""
+        got = self.sat.model.graph_cost(self.graphs(eg)[-1][0])
+        for g in self.made:
+            got = min(got, self.sat.model.graph_cost(g))
+        return got
 
     def graphs(self, eg: EGraph) -> list[tuple[SGraph, dict[int, int]]]:
         """The graphs a rule is matched on in eg: the input and eg's greedy extraction (cached)."""
@@ -90,6 +94,7 @@ class MCTS:
         new = eg.copy()
         made = self.sat.apply_rule(new, self.sat.rules[rule], graphs, deadline, seen=set())
         self.max_size = max(self.max_size, new.size)
+        self.made = [g for g, _ in made]
         return new if made else None
 
     def applicable(self, eg: EGraph, deadline: float) -> set[int]:
@@ -130,6 +135,11 @@ class MCTS:
                 node.blacklist.add(rule)  # changes nothing here: a saturated child, pruned
                 continue
             child = TreeNode(new, self.cost(new), rule, node)
+            # the cheapest concrete graph the action made (full model): held by child's e-graph
+            for g in self.made:
+                c = self.sat.model.graph_cost(g)
+                if child.made is None or c < child.made[0]:
+                    child.made = (c, g)
             node.children[rule] = child
             return child
         if not self._free(node) and not any(not ch.saturated for ch in node.children.values()):
@@ -152,6 +162,7 @@ class MCTS:
 
     def choose(self, deadline: float) -> TreeNode | None:
         """One MCTS from the main e-graph; the root's child with the best average value."""
+        self.made = []
         root = TreeNode(self.sat.eg, self.cost(self.sat.eg))
         self._graphs.clear()
         # rules with no match on the root's graphs are pruned for this search (children inherit:
@@ -188,6 +199,9 @@ class MCTS:
             if best is None:
                 return "saturated" if time.perf_counter() <= deadline else "time"
             self.sat.eg = best.eg
+            seen = self.sat.seen_best
+            if best.made is not None and (seen is None or best.made[0] < seen[0]):
+                self.sat.seen_best = best.made
             self.sat.steps += 1
             name = self.sat.rules[best.action].name
             self.sat.applied[name] += 1

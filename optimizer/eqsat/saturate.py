@@ -40,6 +40,7 @@ class Saturation:
     seen: set[str] = field(init=False)
     applied: Counter = field(default_factory=Counter)
     memo: dict = field(default_factory=dict)  # linear costs by operator, shapes and constness
+    seen_best: tuple[float, SGraph] | None = None  # the cheapest concrete graph a step made
     steps: int = 0
     generated: int = 0
 
@@ -68,7 +69,7 @@ class Saturation:
         made: list[tuple[SGraph, dict[int, int]]] = []
         for g, gmap in graphs:
             order = g.topo()
-            if order is None:
+            if order is None or eg.size >= self.node_limit or time.perf_counter() > deadline:
                 continue
             for cand in matcher_of(rule).rewrites(Context(g, order)):
                 self.generated += 1
@@ -76,11 +77,13 @@ class Saturation:
                 if key in seen:
                     continue
                 seen.add(key)
-                if eg.absorb(gmap, cand, g.replaced, rule.name):
+                if eg.absorb(gmap, cand, g.replaced, rule.name, rebuild=False):
                     self.applied[rule.name] += 1
                     made.append((cand, eg.last))
                 if eg.size >= self.node_limit or time.perf_counter() > deadline:
-                    return made
+                    break
+        if eg.dirty:  # one rebuild per rule application (the union-find answers meanwhile)
+            eg.rebuild()
         return made
 
     def step(self, deadline: float) -> int:
@@ -95,8 +98,10 @@ class Saturation:
             if self.full or time.perf_counter() > deadline:
                 break
             made.extend(self.apply_rule(self.eg, rule, graphs, deadline))
-        made.sort(key=lambda gm: self.model.graph_cost(gm[0]))
-        self.frontier = made[: self.frontier_size]
+        costed = sorted(((self.model.graph_cost(g), k) for k, (g, _) in enumerate(made)))
+        if costed and (self.seen_best is None or costed[0][0] < self.seen_best[0]):
+            self.seen_best = (costed[0][0], made[costed[0][1]][0])
+        self.frontier = [made[k] for _, k in costed[: self.frontier_size]]
         return len(made)
 
     def run(self, seconds: float, max_steps: int = 50) -> str:
@@ -137,6 +142,9 @@ class Saturation:
         # the linear costs miss fusion (epilogues, elementwise regions): the full model decides,
         # and the input (always in the e-graph) is kept unless a selection beats it
         best, best_cost, best_choice = self.sg, self.model.graph_cost(self.sg), choices[0]
+        if self.seen_best is not None and self.seen_best[0] < best_cost:
+            # a graph the e-graph holds as made: the linear costs can rank it below a worse one
+            best_cost, best = self.seen_best
         for choice in choices:
             try:
                 g = graph_of(self.eg, choice.pick, self.sg, self.base)
