@@ -236,17 +236,23 @@ def test_environment_variable_switches_the_search(which: str, monkeypatch) -> No
     assert pass_.LAST["cost"] <= pass_.LAST["start"]
 
 
-@pytest.mark.parametrize("name,scale", [("bert", 0.125), ("nasrnn", 0.125)])
-def test_benchmark_models_keep_their_values_under_mcts(name: str, scale: float, monkeypatch) -> None:
+@pytest.mark.parametrize(
+    "name,scale,which", [("bert", 0.125, "mcts"), ("nasrnn", 0.125, "mcts"), ("nasrnn", 0.125, "eqsat")]
+)
+def test_benchmark_models_keep_their_values(name: str, scale: float, which: str, monkeypatch) -> None:
+    """Search off vs on (the e-graph's result emitted into the plan): the same outputs."""
     values = []
+    rewrites = pass_.COUNTS["rewrites"]
     for setting in ("0", "1"):
         monkeypatch.setenv("LAZYGRAPH_SUPEROPT", setting)
-        monkeypatch.setenv("LAZYGRAPH_SUPEROPT_SEARCH", "mcts")
+        monkeypatch.setenv("LAZYGRAPH_SUPEROPT_SEARCH", which)
         monkeypatch.setenv("LAZYGRAPH_SUPEROPT_SECONDS", "2.0")
         pass_.LAST.clear()
         with lg.no_grad():
             model = MODELS[name](scale, seed=1)
             values.append(lg.eval(*model.outputs)[0] if len(model.outputs) > 1 else model.outputs[0].numpy())
-    assert pass_.LAST.get("search") == "mcts"
+    assert pass_.LAST.get("search") == which
+    if name == "nasrnn":  # gains 1.6x+ here: a cheaper graph is found and emitted even under load
+        assert pass_.COUNTS["rewrites"] == rewrites + 1
     plain, optimized = values
     np.testing.assert_allclose(optimized, plain, rtol=1e-4, atol=1e-4 * (float(np.abs(plain).max()) or 1.0))
