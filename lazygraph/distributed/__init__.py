@@ -28,6 +28,7 @@ from lazygraph.distributed.collectives import (
     broadcast,
     reduce,
 )
+from lazygraph.distributed.rendezvous import RankDiedError
 from lazygraph.distributed.transport import (
     DistributedError,
     RankTimeoutError,
@@ -96,27 +97,59 @@ def _import_mpi() -> Any:
     return MPI
 
 
-def init(backend: str | None = None, timeout: float | None = None) -> None:
-    """Join the processes the launcher started (idempotent): MPI's COMM_WORLD, or one process.
+def _tcp_address(backend: str | None) -> tuple[str, int, int, int] | None:
+    """(MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE) when the TCP rendezvous should run, else None."""
+    torch = _torch_style()
+    wanted = backend == "tcp" or (backend is None and torch is not None and not launched_by_mpi())
+    if not wanted or (torch is not None and torch[1] == 1 and backend is None):
+        return None
+    need = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
+    if need:
+        raise DistributedError(
+            f"lazygraph.distributed.init: the TCP rendezvous needs {', '.join(need)} set (as torchrun sets "
+            "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or start the processes with `mpiexec -n N`"
+        )
+    rank, size = torch  # type: ignore[misc]
+    raw = os.environ["MASTER_PORT"]
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"lazygraph.distributed.init: MASTER_PORT={raw!r} must be a port number")
+    if not 0 <= rank < size:
+        raise ValueError(f"lazygraph.distributed.init: RANK={rank} is not in [0, WORLD_SIZE={size})")
+    return os.environ["MASTER_ADDR"], int(raw), rank, size
 
-    `backend`: None or "mpi" (collectives of CPU and cuda-emulated arrays over MPI), "nccl"
-    (arrays on "cuda" over NCCL, needs CuPy and a GPU; MPI still starts the processes).
+
+def init(backend: str | None = None, timeout: float | None = None) -> None:
+    """Join the processes the launcher started (idempotent): MPI's COMM_WORLD, the TCP
+    rendezvous of torchrun-style variables, or one process.
+
+    `backend`: None (MPI under an MPI launcher; TCP when RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
+    are set without one; else MPI if it loads, else one process), "mpi" (collectives of CPU and
+    cuda-emulated arrays over MPI), "tcp" (the same over sockets, see tcp.py), "nccl" (arrays on
+    "cuda" over NCCL, needs CuPy and a GPU; MPI still starts the processes).
     `timeout`: seconds a rank waits for the others at a collective (LAZYGRAPH_DIST_TIMEOUT).
     """
     if WORLD.initialized:
         return
-    if backend not in (None, "mpi", "nccl"):
-        raise ValueError(f"lazygraph.distributed.init: unknown backend {backend!r} (use 'mpi' or 'nccl')")
+    if backend not in (None, "mpi", "nccl", "tcp"):
+        raise ValueError(
+            f"lazygraph.distributed.init: unknown backend {backend!r} (use 'mpi', 'tcp' or 'nccl')"
+        )
     seconds = _timeout() if timeout is None else float(timeout)
+    tcp = _tcp_address(backend)
+    if tcp is not None:
+        from lazygraph.distributed.tcp import TcpTransport
+
+        addr, port, r, n = tcp
+        transport = TcpTransport(addr, port, r, n, seconds)
+        atexit.register(transport.close)
+        WORLD.join(transport, None, seconds)
+        _install(WORLD)
+        return
+    if backend == "tcp":  # WORLD_SIZE=1: nothing to connect
+        WORLD.single(seconds)
+        return
     torch = _torch_style()
     launched = launched_by_mpi()
-    if torch is not None and torch[1] > 1 and not launched:
-        raise DistributedError(
-            f"lazygraph.distributed.init: RANK={torch[0]} WORLD_SIZE={torch[1]} are set but no MPI launcher "
-            "started this process. lazygraph joins processes through MPI only; start them with "
-            "`mpiexec -n N python3 script.py` (torchrun-style MASTER_ADDR/MASTER_PORT rendezvous is not "
-            "supported)."
-        )
     try:
         MPI = _import_mpi()
     except DistributedUnavailable:
@@ -145,7 +178,10 @@ def init(backend: str | None = None, timeout: float | None = None) -> None:
 
 
 def _install(world: Any) -> None:
-    """Hand the transports to the collective kernels (ops/ imports nothing from here)."""
+    """Hand the transports to the collective kernels (ops/ imports nothing from here).
+
+    The name "mpi" stands for the CPU transport (MPI's or TCP's): graphs and their cache keys
+    are the same whichever carries them."""
     if world is None or world.mpi is None:
         return
     _collective.set_transport("mpi", world.mpi)
@@ -225,5 +261,6 @@ __all__ = [
     "DistributedError",
     "DistributedUnavailable",
     "RankTimeoutError",
+    "RankDiedError",
     "StructureMismatchError",
 ]

@@ -33,6 +33,9 @@ _NAMES = {v: k for k, v in _CODES.items()}
 class DistributedError(RuntimeError):
     """Processes of a distributed run disagree (structure, collectives) or cannot proceed."""
 
+    #: the engine re-raises it as itself, message intact (not as "<op> failed at evaluation")
+    keeps_type = True
+
 
 class StructureMismatchError(DistributedError):
     """Ranks ran graphs of different structure at the same collective."""

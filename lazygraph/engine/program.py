@@ -424,6 +424,11 @@ def _kernel_error(e: Exception, nodes: list[Node], step: Step, vals: list) -> Ex
     else:
         name = "new node"
         shapes = ", ".join(f"{np.shape(vals[i])}" for i in step.ins)
+    if getattr(type(e), "keeps_type", False):
+        # errors that are the user's to catch by type (a distributed rank that died): as they are
+        err = type(e)(*e.args)
+        err.failed_step = (step.src, step.outs)
+        return err
     cls = (
         type(e) if type(e) in (IndexError, ValueError, TypeError, np.linalg.LinAlgError) else EvaluationError
     )
