@@ -19,7 +19,10 @@ graph costlier.
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -163,7 +166,7 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     enodes = [(idx, c) for c in classes for idx in eg.members[c] if c not in eg.children(idx)]
     nx, ny = len(enodes), len(classes)
     big = float(ny + 1)
-    h = highspy.Highs()
+    h = _highs(highspy)
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(0.1, float(seconds)))
     h.setOptionValue("threads", 1)
@@ -215,6 +218,27 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     status = h.getModelStatus()
     method = "ilp" if status == highspy.HighsModelStatus.kOptimal else "ilp-timeout"
     return Choice(pick, linear_cost(eg, pick, costs), method)
+
+
+_BANNER_SHOWN = False
+
+
+def _highs(highspy: Any) -> Any:
+    """A HiGHS instance; the first one prints a banner from C++ to fd 1, which is sent to
+    /dev/null so that a user's program output does not gain two lines mid-evaluation."""
+    global _BANNER_SHOWN
+    if _BANNER_SHOWN:
+        return highspy.Highs()
+    _BANNER_SHOWN = True
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _solution(highspy: object, sol: np.ndarray) -> object:
