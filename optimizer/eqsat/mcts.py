@@ -1,7 +1,8 @@
 """Monte Carlo tree search over e-graph construction (the PACT'24 design, on lazygraph's rules).
 
-The main e-graph grows one action at a time; an action is a rule applied at every match on
-the input graph and on the e-graph's current greedy extraction. Before each action an MCTS
+The main e-graph grows one action at a time; an action is a rule applied at its matches on
+the input graph and on the e-graph's current greedy extraction (at most `matches` of them:
+each costs a rewrite of a whole graph here, and cheaper actions buy more iterations). Before each action an MCTS
 runs from the main e-graph: selection descends by UCB1 (v/n + c sqrt(ln N / n)) and stops at
 each node with probability 1/2 to widen the tree; expansion applies a random rule not on the
 node's blacklist (rules that changed nothing there: saturated children are pruned);
@@ -51,16 +52,18 @@ class MCTS:
     def __init__(
         self,
         sat: Saturation,
-        budget: int = 16,
-        depth: int = 3,
+        budget: int = 6,
+        depth: int = 2,
         c: float = math.sqrt(2.0),
         seed: int = 0,
+        matches: int | None = 8,
     ) -> None:
         self.sat = sat
         self.budget = budget
         self.depth = depth
         self.c = c
         self.rng = random.Random(seed)
+        self.matches = matches  # matches absorbed per action: cheaper actions, more iterations
         self.start = max(sat.model.graph_cost(sat.sg), 1e-30)
         self.actions_applied: list[str] = []
         self.max_size = sat.eg.size
@@ -92,7 +95,9 @@ class MCTS:
         """A copy of eg with one rule applied everywhere it matches; None when nothing changed."""
         graphs = self.graphs(eg)
         new = eg.copy()
-        made = self.sat.apply_rule(new, self.sat.rules[rule], graphs, deadline, seen=set())
+        made = self.sat.apply_rule(
+            new, self.sat.rules[rule], graphs, deadline, seen=set(), limit=self.matches
+        )
         self.max_size = max(self.max_size, new.size)
         self.made = [g for g, _ in made]
         return new if made else None

@@ -63,13 +63,17 @@ class Saturation:
         graphs: Sequence[tuple[SGraph, dict[int, int]]],
         deadline: float,
         seen: set[str] | None = None,
+        limit: int | None = None,
     ) -> list[tuple[SGraph, dict[int, int]]]:
-        """Every match of one rule on the given graphs, absorbed into eg; the new graphs."""
+        """Every match of one rule on the given graphs (at most `limit` that change eg), absorbed
+        into eg; the new graphs."""
         seen = self.seen if seen is None else seen
         made: list[tuple[SGraph, dict[int, int]]] = []
         for g, gmap in graphs:
             order = g.topo()
             if order is None or eg.size >= self.node_limit or time.perf_counter() > deadline:
+                continue
+            if limit is not None and len(made) >= limit:
                 continue
             for cand in matcher_of(rule).rewrites(Context(g, order)):
                 self.generated += 1
@@ -81,6 +85,8 @@ class Saturation:
                     self.applied[rule.name] += 1
                     made.append((cand, eg.last))
                 if eg.size >= self.node_limit or time.perf_counter() > deadline:
+                    break
+                if limit is not None and len(made) >= limit:
                     break
         if eg.dirty:  # one rebuild per rule application (the union-find answers meanwhile)
             eg.rebuild()

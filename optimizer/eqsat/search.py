@@ -75,8 +75,8 @@ def mcts_search(
     seconds: float = 5.0,
     graphs: int = 100,
     node_limit: int = NODE_LIMIT,
-    budget: int = 16,
-    depth: int = 3,
+    budget: int = 6,
+    depth: int = 2,
     seed: int = 0,
 ) -> SearchResult:
     """The merges saturated, then MCTS-guided construction under the e-node budget, then ILP."""
