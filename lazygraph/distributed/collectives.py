@@ -22,8 +22,9 @@ from lazygraph.array import Array, constant, from_node, record
 from lazygraph.distributed.world import WORLD
 from lazygraph.shape import asarray, concat
 
-#: (start node, wait node) of the last collective recorded, weakly
-_LAST: list[Any] = [None, None]
+#: (start node, wait node) of the last collective recorded, weakly, and the transport's
+#: failure count then: a collective whose wait failed is not re-posted by the next one's token
+_LAST: list[Any] = [None, None, 0]
 DEFAULT_BUCKET_BYTES = 1 << 20
 
 
@@ -32,9 +33,16 @@ def _transport_for(x: Array) -> str:
     return "mpi" if x.device == "cpu" else "nccl"
 
 
+def _failures() -> int:
+    """How many collectives failed in this process so far (the transports that count them)."""
+    return getattr(WORLD.mpi, "failures", 0)
+
+
 def _token(x: Array) -> Array:
     """The ordering input: the pending previous collective, else a fresh (non-constant) leaf."""
-    start, wait = (r() if r is not None else None for r in _LAST)
+    start, wait = (r() if r is not None else None for r in _LAST[:2])
+    if _failures() != _LAST[2]:
+        start = None
     if start is not None and wait is not None and wait.buffer is None and start.buffer is None:
         if start.inputs and start.device == x.device:
             return from_node(start)
@@ -47,7 +55,7 @@ def _record(x: Any, kind: str, transport: str | None, **attrs: Any) -> Array:
     t = transport or _transport_for(x)
     s = record("collective_start", x, _token(x), kind=kind, world=WORLD.size, transport=t, **attrs)
     y = record("collective_wait", s, **s.node.attrs)
-    _LAST[0], _LAST[1] = weakref.ref(s.node), weakref.ref(y.node)
+    _LAST[:] = weakref.ref(s.node), weakref.ref(y.node), _failures()
     return y
 
 

@@ -9,11 +9,12 @@ array bytes: nothing is pickled.
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from lazygraph.distributed.transport import (
     DistributedError,
@@ -101,20 +102,61 @@ def _error_frame(seq: int, e: DistributedError) -> Frame:
     return Frame(ERROR, _ERROR_CODES.get(type(e), 1), seq, 0, 0, "", (), str(e).encode())
 
 
+_STORE_KEY = "lazygraph/distributed/tcp-port"
+
+
+def _agent_store(addr: str, port: int, size: int, timeout: float) -> Any:
+    """torchrun's agent store when it serves MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE), else None.
+
+    torchrun's agent already listens on MASTER_PORT (a key-value store); rank 0 then listens on
+    a free port and publishes it there. torch is present whenever torchrun launched us."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
+        return None
+    from datetime import timedelta
+
+    try:
+        from torch.distributed import TCPStore
+    except ImportError:
+        return None
+    key = f"{_STORE_KEY}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    store = TCPStore(addr, port, size, is_master=False, timeout=timedelta(seconds=timeout))
+    return _Keyed(store, key)
+
+
+class _Keyed:
+    """The store, under this launch attempt's key (a restarted group publishes afresh)."""
+
+    def __init__(self, store: Any, key: str) -> None:
+        self.store, self.key = store, key
+
+    def set(self, value: str) -> None:
+        """Publish rank 0's port."""
+        self.store.set(self.key, value)
+
+    def get(self) -> bytes:
+        """Rank 0's port (waits until it is set, within the store's timeout)."""
+        return self.store.get(self.key)
+
+
 def rendezvous(addr: str, port: int, rank: int, size: int, timeout: float) -> dict[int, socket.socket]:
     """Connect the star: rank 0 accepts size-1 peers, the others connect to it (retrying)."""
     deadline = time.monotonic() + timeout
     where = f"MASTER_ADDR:MASTER_PORT = {addr}:{port}"
+    store = _agent_store(addr, port, size, timeout)
+    if store is not None:
+        where = f"the port rank 0 published in torchrun's store on {addr}:{port}"
     if rank == 0:
         try:
-            server = socket.create_server((addr, port))
+            server = socket.create_server((addr, 0 if store else port))
         except OSError:
             try:  # MASTER_ADDR may name this machine by an address it cannot bind: all interfaces
-                server = socket.create_server(("", port))
+                server = socket.create_server(("", 0 if store else port))
             except OSError as e:
                 raise DistributedError(
                     f"lazygraph.distributed (tcp): rank 0 cannot listen on {where}: {e}"
                 ) from e
+        if store is not None:
+            store.set(str(server.getsockname()[1]))
         peers: dict[int, socket.socket] = {}
         try:
             server.listen(size)
@@ -160,6 +202,14 @@ def rendezvous(addr: str, port: int, rank: int, size: int, timeout: float) -> di
         finally:
             server.close()
         return peers
+    if store is not None:
+        try:
+            port = int(store.get())
+        except Exception as e:
+            raise RankTimeoutError(
+                f"lazygraph.distributed (tcp): rank {rank}: rank 0 did not publish its port in "
+                f"torchrun's store on {addr}:{port} within {timeout:g} s ({e})"
+            ) from e
     while True:
         try:
             sock = socket.create_connection((addr, port), timeout=max(deadline - time.monotonic(), 0.1))

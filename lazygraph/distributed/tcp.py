@@ -142,6 +142,8 @@ class TcpTransport:
         self.seconds = 0.0
         self.calls = 0
         self.arrays = 0
+        #: collectives that failed here (collectives.py: a failed one is not re-posted by the next)
+        self.failures = 0
         self.closing = False
         self.cond = threading.Condition()
         #: (rank, seq) -> frame: parts on rank 0, answers (from rank 0) elsewhere
@@ -176,7 +178,7 @@ class TcpTransport:
         except DistributedError:
             pass
         with self.cond:
-            self.dead.setdefault(r, "its connection closed (the process died or left)")
+            self.dead.setdefault(r, "its connection closed: the process died or left")
             self.cond.notify_all()
 
     def _serve(self) -> None:
@@ -192,7 +194,8 @@ class TcpTransport:
                         break
                     if have and first is None:
                         first = time.monotonic()
-                    gone = sorted(r for r in self.dead if r not in have)
+                    # a dead rank fails the collective once some rank waits on it, not before
+                    gone = have and sorted(r for r in self.dead if r not in have)
                     late = first is not None and time.monotonic() - first > self.timeout
                     if gone or late:
                         break
@@ -201,7 +204,8 @@ class TcpTransport:
                     return
                 for r in have:
                     del self.inbox[(r, n)]
-            label = f"{_NAMES.get(have[0].code, '?') if 0 in have else 'a collective'} (collective #{n})"
+            code = next(iter(have.values())).code if have else 0
+            label = f"{_NAMES.get(code, 'a collective')} (collective #{n})"
             if len(have) < self.size:
                 answers: dict[int, Any] = self._missing(have, label)
             else:
@@ -289,11 +293,13 @@ class TcpTransport:
                     a = _ERRORS[f.code](f.data.decode()) if f.frame == ERROR else f.data
                     break
                 if self.rank != 0 and 0 in self.dead:
+                    self.failures += 1
                     raise RankDiedError(
                         f"{_PREFIX}: rank {self.rank} cannot complete {label}: rank 0, which relays every "
                         f"collective, left the run ({self.dead[0]})"
                     )
                 if time.monotonic() > deadline:
+                    self.failures += 1
                     raise RankTimeoutError(
                         f"{_PREFIX}: rank {self.rank} waited {self.timeout:g} s at {label} for rank(s) 0 "
                         "(which relays every collective), which did not answer: it died or took another "
@@ -301,6 +307,7 @@ class TcpTransport:
                     )
                 self.cond.wait(0.05)
         if isinstance(a, Exception):
+            self.failures += 1
             raise a
         return a
 
