@@ -211,6 +211,11 @@ def barrier() -> None:
         WORLD.mpi.barrier()
 
 
+def backend() -> str | None:
+    """The transport carrying CPU collectives: "mpi", "tcp", or None (one process)."""
+    return WORLD.mpi.name if WORLD.mpi is not None else None
+
+
 def set_overlap(on: bool) -> None:
     """Overlap communication with computation (default on); off: each collective completes when posted."""
     if WORLD.mpi is not None:
@@ -245,6 +250,7 @@ def stats() -> dict[str, float]:
 __all__ = [
     "init",
     "is_initialized",
+    "backend",
     "rank",
     "world_size",
     "barrier",

@@ -1,6 +1,7 @@
-"""Run by tests/test_distributed.py under `mpiexec -n 2`: collectives against NumPy, gradients
-against finite differences, data-parallel training against one process with the whole batch,
-and the step graph's cache hits. Prints `ok <check>` per check; any failure exits non-zero."""
+"""Run by tests/test_distributed.py under `mpiexec -n 2` and as 2 processes over TCP (RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT): collectives against NumPy, gradients against finite
+differences, data-parallel training against one process with the whole batch, and the step
+graph's cache hits. Prints `ok <check>` per check; any failure exits non-zero."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from lazygraph.array import record
 D = lg.distributed
 D.init()
 R, W = D.rank(), D.world_size()
-assert W == 2, f"run with mpiexec -n 2 (world size {W})"
+assert W == 2, f"run with 2 processes (world size {W})"
 
 
 def say(line: str) -> None:
@@ -250,9 +251,10 @@ def check_emulated_nccl() -> None:
         (W * np.arange(6)[R * 3 : R * 3 + 3] * 2 * (R + 1)).astype(np.float32),
         "grad on cuda-emulated",
     )
-    ok("the NCCL path on cuda-emulated (over the MPI transport): values and gradient")
+    ok("the NCCL path on cuda-emulated (over the CPU transport): values and gradient")
 
 
+say(f"rank {R}: transport {D.backend()}")
 check_reductions()
 check_movement()
 check_emulated_nccl()
