@@ -1,17 +1,21 @@
-"""Several processes, one program: `init()` under `mpiexec`, ranks, and collectives on arrays.
+"""Several processes, one program: `init()` under `mpiexec` or torchrun-style variables, ranks,
+and collectives on arrays.
 
     mpiexec -n 2 python3 train.py
+    RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 python3 train.py &   # and RANK=1
 
     import lazygraph as lg
-    lg.distributed.init()                         # MPI's COMM_WORLD (a single process without mpiexec)
+    lg.distributed.init()                         # MPI's COMM_WORLD, the TCP rendezvous, or one process
     y = lg.distributed.all_reduce(x, op="mean")   # recorded like any operator: nothing runs yet
 
 A collective is an operator in the recorded graph (ops/collective.py), so a training step and
 its gradient all-reduce are one graph, hashed and cached like any other; the communicator is
 looked up by the kernels at run time and is no part of any key. With one process every
-collective is the identity. Backends: "mpi" (CPU arrays) and "nccl" (arrays on "cuda": CuPy's
-NCCL, see nccl.py; on "cuda-emulated" the NCCL path runs over the MPI transport). mpi4py is
-imported only by `init()`; without it, or without an MPI library, `init()` says what to install.
+collective is the identity. Backends: "mpi" (CPU arrays), "tcp" (the same without MPI, for
+RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT launches: a star through rank 0, tcp.py) and "nccl"
+(arrays on "cuda": CuPy's NCCL, see nccl.py; on "cuda-emulated" the NCCL path runs over the
+CPU transport). mpi4py is imported only by `init()`; without it, or without an MPI library,
+`init()` says what to install.
 See docs/distributed.md.
 """
 
