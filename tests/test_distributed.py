@@ -243,6 +243,13 @@ def test_tcp_dead_rank_is_named_at_once_on_every_other_rank() -> None:
         assert took < 5, out  # the socket's close, not the 30 s deadline
 
 
+def test_tcp_dead_root_is_named_at_once() -> None:
+    codes, out = launch_tcp("errors.py", "dead-root", env={"LAZYGRAPH_DIST_TIMEOUT": "30"})
+    assert codes == [3, 0], out
+    assert re.search(r"rank 1: RankDiedError: lazygraph.distributed: rank 1 cannot .*rank 0", out), out
+    assert float(re.search(r"rank 1: failed after ([\d.]+) s", out).group(1)) < 5, out
+
+
 def test_tcp_hung_rank_is_named_at_the_deadline() -> None:
     codes, out = launch_tcp("errors.py", "hung", env={"LAZYGRAPH_DIST_TIMEOUT": "2"}, timeout=60, hung=(1,))
     assert codes[0] == 0, out

@@ -155,7 +155,9 @@ class TcpTransport:
         self.served = 0
         self.peers = rendezvous(addr, port, rank, size, timeout)
         for r, sock in self.peers.items():
-            sock.settimeout(1.0)  # the readers re-check `closing` once a second
+            # a send may block this long on a peer that does not drain its socket; the readers
+            # re-check `closing` at this pace (close() also shuts the sockets down to wake them)
+            sock.settimeout(timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(
                 target=self._read, args=(r, sock), daemon=True, name=f"lazygraph-tcp-{r}"
@@ -194,8 +196,9 @@ class TcpTransport:
                         break
                     if have and first is None:
                         first = time.monotonic()
-                    # a dead rank fails the collective once some rank waits on it, not before
-                    gone = have and sorted(r for r in self.dead if r not in have)
+                    # a dead rank fails the collective once every live rank is there to be told
+                    # (or at the deadline), not before anyone waits on it
+                    gone = have and all(r in have or r in self.dead for r in range(self.size))
                     late = first is not None and time.monotonic() - first > self.timeout
                     if gone or late:
                         break
@@ -270,7 +273,14 @@ class TcpTransport:
         else:
             try:
                 send_frame(self.peers[0], f)
+            except TimeoutError as e:
+                self.failures += 1
+                raise RankTimeoutError(
+                    f"{_PREFIX}: rank {self.rank} could not send its part of {kind} (collective "
+                    f"#{self.seq}) to rank 0 within {self.timeout:g} s: rank 0 does not read it"
+                ) from e
             except OSError as e:
+                self.failures += 1
                 raise RankDiedError(
                     f"{_PREFIX}: rank {self.rank} cannot reach rank 0 at {kind} (collective #{self.seq}): "
                     f"{e} (rank 0 died or left)"
@@ -411,6 +421,10 @@ class TcpTransport:
             self.closing = True
             self.cond.notify_all()
         for sock in self.peers.values():
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             try:
                 sock.close()
             except OSError:

@@ -5,6 +5,7 @@
     errors.py dead        rank 1 exits at once: rank 0 fails within LAZYGRAPH_DIST_TIMEOUT naming it
                           (MPICH's mpiexec needs -disable-auto-cleanup, else it ends the job itself)
     errors.py hung        rank 1 never arrives (sleeps): the same error
+    errors.py dead-root   rank 0 exits at once (TCP: the rank every collective goes through)
 Each rank prints `rank R: <ExceptionType>: <message>` and leaves without MPI_Finalize (a peer is gone)."""
 
 from __future__ import annotations
@@ -50,10 +51,10 @@ if mode == "mismatch":
         D.all_gather(x).numpy()
     except Exception as e:
         report(e, together=True)
-elif mode in ("dead", "hung"):
-    if R == 1 and mode == "dead":
+elif mode in ("dead", "hung", "dead-root"):
+    if R == 1 and mode == "dead" or R == 0 and mode == "dead-root":
         os._exit(3)  # dies without a word
-    if R == 1:
+    if R == 1 and mode == "hung":
         time.sleep(60)  # hung (or gone elsewhere): never arrives at the collective
     t0 = time.monotonic()
     try:
