@@ -261,6 +261,30 @@ def test_tcp_hung_rank_is_named_at_the_deadline() -> None:
     assert 1.9 <= took < 10, out
 
 
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun (PyTorch) is not installed")
+def test_torchrun_launch_joins_through_its_agent_store() -> None:
+    # torchrun's agent serves a store on MASTER_PORT itself: rank 0 publishes its own port there
+    env = {k: v for k, v in os.environ.items() if k not in lg.distributed._MPI_VARS}
+    p = subprocess.run(
+        [
+            "torchrun",
+            "--nproc-per-node",
+            "2",
+            "--no-python",
+            sys.executable,
+            str(PROGS / "errors.py"),
+            "mismatch",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    check_mismatch(out)
+
+
 def test_tcp_frames_round_trip_without_pickle() -> None:
     from lazygraph.distributed.rendezvous import PART, Frame, recv_frame, send_frame
 
