@@ -27,7 +27,7 @@ MAX_MEMBERS = 256
 
 
 class _Group:
-    __slots__ = ("gid", "members", "domain", "first", "ordered")
+    __slots__ = ("gid", "members", "domain", "first", "ordered", "empty")
 
     def __init__(self, gid: int, domain: Domain, first: Node, pos: int) -> None:
         self.gid = gid
@@ -35,6 +35,10 @@ class _Group:
         self.domain = domain
         self.first = pos  # position of the earliest member: nothing before it depends on the group
         self.ordered = True  # members joined the domain in topological order (no merge since)
+        # A region loops over its members' common domain: fused with an empty member, a
+        # non-empty one (a 0-d value beside a (0, 3) one) would sit in a loop with no iterations
+        # and never be computed. So empty and non-empty values never share a region.
+        self.empty = 0 in first.shape
 
 
 class _Fuser:
@@ -82,9 +86,10 @@ class _Fuser:
             except NotFusable:
                 continue
             cands: list[_Group] = []
+            empty = 0 in n.shape
             for c in n.inputs:
                 g = self.gid(c)
-                if g is not None and self.groups[g] not in cands:
+                if g is not None and self.groups[g] not in cands and self.groups[g].empty == empty:
                     cands.append(self.groups[g])
             joined = self.join(n, cands)
             if joined is None:

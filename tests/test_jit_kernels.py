@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from jit_check import check
 
+import lazygraph as lg
 import lazygraph.nn.functional as F
 
 DTYPES = [
@@ -278,3 +279,23 @@ def test_expensive_shared_values_are_stored_not_recomputed() -> None:
     # a cheap shared value (one subtraction) is recomputed instead: one region
     cheap = check(lambda ns, a: (d := a - 1.0) / d.sum(axis=1, keepdims=True), x)
     assert cheap == [["subtract", "sum", "divide"]]
+
+
+def test_values_beside_empty_ones_are_computed() -> None:
+    """A 0-d value whose consumer is empty is still computed (the fuzzer found it left at 0).
+
+    minimum(x, x) and floor_divide(it, empty) would share one region whose loop has no
+    iterations; empty values therefore never join a region.
+    """
+    b = np.array(True)
+    e = np.zeros((1, 0, 1, 3), bool)
+    m = lg.minimum(lg.asarray(b) ** 0, lg.asarray(b) ** 0)
+    q = lg.floor_divide(m, lg.asarray(e))
+    lg.eval(m, q)
+    assert m.numpy() == 1 and q.shape == (1, 0, 1, 3)
+    with np.errstate(all="ignore"):
+        mean = lg.mean(lg.asarray(e) | True, keepdims=True)
+        sq = lg.pow(mean, 2)
+        z = mean + lg.asarray(np.zeros((0, 1, 1), np.float64))
+        lg.eval(sq, z)
+        np.testing.assert_array_equal(sq.numpy(), np.full((1, 1, 1, 1), np.nan))
