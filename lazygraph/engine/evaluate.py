@@ -185,7 +185,9 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     attempt.program = program
     # collectives send the structure's digest with their arrival message (ranks must agree)
     collective.set_structure(
-        (lambda: entry.digest) if entry is not None else (lambda: digest_of(key_json(_structural(w, opt, sched, dev))))
+        (lambda: entry.digest)
+        if entry is not None
+        else (lambda: digest_of(key_json(_structural(w, opt, sched, dev))))
     )
     REPORT.evaluated(program.tgraph.artifacts, outcome)  # what `lg.cache.passes()["last"]` shows
     t2 = time.perf_counter()
