@@ -8,6 +8,7 @@ mpiexec is missing; the TCP ones need neither.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -261,13 +262,16 @@ def test_tcp_hung_rank_is_named_at_the_deadline() -> None:
     assert 1.9 <= took < 10, out
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun (PyTorch) is not installed")
+# torchrun of this interpreter's own PyTorch: the ranks (this interpreter too) use torch's store
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch (torchrun) is not installed")
 def test_torchrun_launch_joins_through_its_agent_store() -> None:
     # torchrun's agent serves a store on MASTER_PORT itself: rank 0 publishes its own port there
     env = {k: v for k, v in os.environ.items() if k not in lg.distributed._MPI_VARS}
     p = subprocess.run(
         [
-            "torchrun",
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
             "--nproc-per-node",
             "2",
             "--no-python",
