@@ -334,3 +334,50 @@ def call(be: Any, op: str, args: tuple, out: Any, attrs: dict) -> Any | None:
         if getattr(be, "expects_cudnn", False):
             warn_without_cudnn(be.name, be.cudnn_missing_reason())
     return CALLS[op](be, *args, out=out, **attrs)
+
+
+class DeviceWindowCalls:
+    """The backend interface's window calls for a CUDA device, each routed through `self._device`.
+
+    Both CUDA backends (real and emulated) inherit these; each defines `_device(op, args, out,
+    exact, attrs)`, which tries `call` above and falls back to its own host path.
+    """
+
+    def _device(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
+        raise NotImplementedError
+
+    def conv2d(
+        self, x: Any, w: Any, b: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
+    ) -> Any:
+        """cuDNN, else im2col + GEMM + layout kernels; never the reference's bits."""
+        return self._device("conv2d", (x, w, b), out, exact, attrs)
+
+    def conv2d_grad_input(
+        self, g: Any, w: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any
+    ) -> Any:
+        """cuDNN's backward data, else GEMM + the col2im kernel."""
+        return self._device("conv2d_grad_input", (g, w, x), out, exact, attrs)
+
+    def conv2d_grad_weight(
+        self, g: Any, x: Any, w: Any, *, out: Any = None, exact: bool = True, **attrs: Any
+    ) -> Any:
+        """cuDNN's backward filter, else the im2col kernel + GEMM."""
+        return self._device("conv2d_grad_weight", (g, x, w), out, exact, attrs)
+
+    def max_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA max-pool kernel (the reference's values)."""
+        return self._device("max_pool2d", (x,), out, exact, attrs)
+
+    def max_pool2d_grad(
+        self, g: Any, x: Any, y: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
+    ) -> Any:
+        """The CUDA argmax + gather kernels (the reference's values)."""
+        return self._device("max_pool2d_grad", (g, x, y), out, exact, attrs)
+
+    def avg_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA average-pool kernel."""
+        return self._device("avg_pool2d", (x,), out, exact, attrs)
+
+    def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
+        """The CUDA average-pool gradient (gather) kernel."""
+        return self._device("avg_pool2d_grad", (g, x), out, exact, attrs)

@@ -68,7 +68,7 @@ class CudaProgram(Program):
         _rt().launch(self.fn, grid, block, args)
 
 
-class CudaBackend(Backend):
+class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
     """The CUDA backend (module docstring)."""
 
     name = "cuda"
@@ -202,39 +202,3 @@ class CudaBackend(Backend):
         """cuDNN or the CUDA window kernels; the host's call for dtypes they do not take."""
         v = window_cuda_calls.call(self, op, args, out, attrs) if SETTINGS.jit else None
         return self._on_host(op, args, out, exact, attrs) if v is None else v
-
-    def conv2d(
-        self, x: Any, w: Any, b: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
-    ) -> Any:
-        """cuDNN, else im2col + cuBLAS (warning once); never the reference's bits."""
-        return self._device("conv2d", (x, w, b), out, exact, attrs)
-
-    def conv2d_grad_input(
-        self, g: Any, w: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any
-    ) -> Any:
-        """cuDNN's backward data, else cuBLAS + the col2im kernel."""
-        return self._device("conv2d_grad_input", (g, w, x), out, exact, attrs)
-
-    def conv2d_grad_weight(
-        self, g: Any, x: Any, w: Any, *, out: Any = None, exact: bool = True, **attrs: Any
-    ) -> Any:
-        """cuDNN's backward filter, else the im2col kernel + cuBLAS."""
-        return self._device("conv2d_grad_weight", (g, x, w), out, exact, attrs)
-
-    def max_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
-        """The CUDA max-pool kernel (the reference's values)."""
-        return self._device("max_pool2d", (x,), out, exact, attrs)
-
-    def max_pool2d_grad(
-        self, g: Any, x: Any, y: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
-    ) -> Any:
-        """The CUDA argmax + gather kernels (the reference's values)."""
-        return self._device("max_pool2d_grad", (g, x, y), out, exact, attrs)
-
-    def avg_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
-        """The CUDA average-pool kernel."""
-        return self._device("avg_pool2d", (x,), out, exact, attrs)
-
-    def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
-        """The CUDA average-pool gradient (gather) kernel."""
-        return self._device("avg_pool2d_grad", (g, x), out, exact, attrs)

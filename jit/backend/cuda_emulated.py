@@ -297,7 +297,7 @@ class EmulatedProgram(Program):
             raise RuntimeError(f"cuda-emulated kernel: {self.error().decode()}")
 
 
-class CudaEmulatedBackend(CpuBackend):
+class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
     """CUDA kernels run on the host (module docstring); memory and GEMM are the CPU's."""
 
     name = "cuda-emulated"
@@ -334,42 +334,6 @@ class CudaEmulatedBackend(CpuBackend):
         if v is None:
             return getattr(CpuBackend, op)(self, *args, out=out, exact=exact, **attrs)
         return v
-
-    def conv2d(
-        self, x: Any, w: Any, b: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
-    ) -> Any:
-        """im2col + GEMM (NumPy) + layout kernels: the CUDA backend's fallback path, emulated."""
-        return self._device("conv2d", (x, w, b), out, exact, attrs)
-
-    def conv2d_grad_input(
-        self, g: Any, w: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any
-    ) -> Any:
-        """GEMM + col2im kernel."""
-        return self._device("conv2d_grad_input", (g, w, x), out, exact, attrs)
-
-    def conv2d_grad_weight(
-        self, g: Any, x: Any, w: Any, *, out: Any = None, exact: bool = True, **attrs: Any
-    ) -> Any:
-        """im2col kernel + GEMM."""
-        return self._device("conv2d_grad_weight", (g, x, w), out, exact, attrs)
-
-    def max_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
-        """The CUDA max-pool kernel (the reference's values)."""
-        return self._device("max_pool2d", (x,), out, exact, attrs)
-
-    def max_pool2d_grad(
-        self, g: Any, x: Any, y: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any
-    ) -> Any:
-        """The CUDA argmax + gather kernels (the reference's values)."""
-        return self._device("max_pool2d_grad", (g, x, y), out, exact, attrs)
-
-    def avg_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
-        """The CUDA average-pool kernel."""
-        return self._device("avg_pool2d", (x,), out, exact, attrs)
-
-    def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
-        """The CUDA average-pool gradient (gather) kernel."""
-        return self._device("avg_pool2d_grad", (g, x), out, exact, attrs)
 
     def available(self) -> bool:
         """True when a working C++ compiler exists."""
