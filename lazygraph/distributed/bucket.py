@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ops.collective import out_dtype
+
 
 class Bucket:
     """The members of one flat all-reduce: what each sends, where each result goes."""
@@ -53,4 +55,46 @@ class Bucket:
             np.divide(seg, scale, out=dest, casting="unsafe")
         else:
             dest[...] = seg
+        return out
+
+
+class Bucketing:
+    """The open-bucket bookkeeping both transports share; each supplies `flush` (posting a bucket).
+
+    `mean_scale_here`: whether this rank divides a mean's sum itself (MPI: every rank; TCP:
+    rank 0 does it before answering, so members keep scale 1). `bools_as_bytes`: whether
+    booleans travel as bytes (MPI's reductions have no bool type).
+    """
+
+    bucket: Bucket | None
+    bucket_bytes: int
+    pending: dict
+    size: int
+    mean_scale_here = True
+    bools_as_bytes = True
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def _bucketed(self, x: np.ndarray, attrs: dict, structure: str) -> np.ndarray:
+        """Add an all-reduce to the open bucket (posting the bucket when it is full)."""
+        op = attrs["reduction"]
+        dtype = out_dtype("all_reduce", op, x.dtype)
+        work = np.dtype(np.float32) if dtype == np.float16 else dtype
+        send = x.astype(work, copy=False).reshape(-1)
+        as_bytes = self.bools_as_bytes and dtype.kind == "b"
+        if as_bytes:
+            send = send.view(np.uint8)
+        key = (op, send.dtype)
+        b = self.bucket
+        if b is not None and (b.key != key or b.nbytes + send.nbytes > self.bucket_bytes):
+            self.flush()
+        if self.bucket is None:
+            self.bucket = Bucket(key, structure)
+        out = np.empty(x.shape, dtype=dtype)
+        scale = self.size if op == "mean" and self.mean_scale_here else 1
+        i = self.bucket.add(send, out, scale, as_bytes)
+        self.pending[id(out)] = (self.bucket, i)
+        if self.bucket.nbytes >= self.bucket_bytes:
+            self.flush()
         return out

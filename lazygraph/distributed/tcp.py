@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from lazygraph.distributed.bucket import Bucket
+from lazygraph.distributed.bucket import Bucket, Bucketing
 from lazygraph.distributed.rendezvous import (
     _ERRORS,
     ERROR,
@@ -127,8 +127,12 @@ def _combine(parts: dict[int, Frame], size: int) -> dict[int, bytes]:
     return {r: data if r == root else b"" for r in range(size)}
 
 
-class TcpTransport:
+class TcpTransport(Bucketing):
     """Collectives of CPU arrays over the rendezvous's sockets (a star through rank 0)."""
+
+    # rank 0 combines raw frames of any dtype and divides a mean itself before answering
+    mean_scale_here = False
+    bools_as_bytes = False
 
     def __init__(self, addr: str, port: int, rank: int, size: int, timeout: float) -> None:
         self.rank, self.size, self.timeout, self.name = rank, size, timeout, "tcp"
@@ -340,26 +344,6 @@ class TcpTransport:
         self.seconds += time.perf_counter() - t0
         if not self.overlap:
             self.wait(out, kind)
-        return out
-
-    def _bucketed(self, x: np.ndarray, attrs: dict, structure: str) -> np.ndarray:
-        """Add an all-reduce to the open bucket (posting the bucket when it is full)."""
-        op = attrs["reduction"]
-        dtype = out_dtype("all_reduce", op, x.dtype)
-        work = np.dtype(np.float32) if dtype == np.float16 else dtype
-        send = x.astype(work, copy=False).reshape(-1)
-        key = (op, send.dtype)
-        b = self.bucket
-        if b is not None and (b.key != key or b.nbytes + send.nbytes > self.bucket_bytes):
-            self.flush()
-        if self.bucket is None:
-            self.bucket = Bucket(key, structure)
-        out = np.empty(x.shape, dtype=dtype)
-        # rank 0 divides a mean itself: the members' scale stays 1
-        i = self.bucket.add(send, out, 1, False)
-        self.pending[id(out)] = (self.bucket, i)
-        if self.bucket.nbytes >= self.bucket_bytes:
-            self.flush()
         return out
 
     def flush(self) -> None:

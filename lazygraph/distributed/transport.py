@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from lazygraph.distributed.bucket import Bucket
+from lazygraph.distributed.bucket import Bucket, Bucketing
 from ops.collective import out_dtype, out_shape
 
 _TAG = 0x1A2B
@@ -68,7 +68,7 @@ def _digest_int(digest: str) -> int:
         return 0
 
 
-class MpiTransport:
+class MpiTransport(Bucketing):
     """Collectives over an mpi4py communicator (CPU buffers; also the emulated NCCL path)."""
 
     def __init__(self, comm: Any, timeout: float, name: str = "mpi") -> None:
@@ -226,28 +226,6 @@ class MpiTransport:
         self.seconds += time.perf_counter() - t0
         if not self.overlap:
             self.wait(out, kind)
-        return out
-
-    def _bucketed(self, x: np.ndarray, attrs: dict, structure: str) -> np.ndarray:
-        """Add an all-reduce to the open bucket (posting the bucket when it is full)."""
-        op = attrs["reduction"]
-        dtype = out_dtype("all_reduce", op, x.dtype)
-        work = np.dtype(np.float32) if dtype == np.float16 else dtype
-        send = x.astype(work, copy=False).reshape(-1)
-        as_bytes = dtype.kind == "b"
-        if as_bytes:
-            send = send.view(np.uint8)
-        key = (op, send.dtype)
-        b = self.bucket
-        if b is not None and (b.key != key or b.nbytes + send.nbytes > self.bucket_bytes):
-            self.flush()
-        if self.bucket is None:
-            self.bucket = Bucket(key, structure)
-        out = np.empty(x.shape, dtype=dtype)
-        i = self.bucket.add(send, out, self.size if op == "mean" else 1, as_bytes)
-        self.pending[id(out)] = (self.bucket, i)
-        if self.bucket.nbytes >= self.bucket_bytes:
-            self.flush()
         return out
 
     def flush(self) -> None:
