@@ -23,6 +23,7 @@ import numpy as np
 import ops.bitcast  # noqa: F401  (registers the operator)
 from lazygraph import api, creation, numlib, numlib_index, numlib_math, numlib_tricks
 from lazygraph.array import Array, Storage, record
+from lazygraph.owned_view import OwnedView
 from lazygraph.shape import broadcast_to, concat, ravel, reshape, squeeze
 from ops.bitcast import bitcast_shape
 
@@ -312,7 +313,7 @@ class FlatIter:
         return ravel(self.base).copy()
 
 
-class DtypeView(Array):
+class DtypeView(OwnedView):
     """`a.view(dtype)` with another dtype: reads follow `a`'s bytes, writes are recorded into `a`.
 
     A lazy value is not memory, so the view is the `bitcast` of `a`'s current value, re-read
@@ -321,43 +322,17 @@ class DtypeView(Array):
     `b + 1`) are ordinary values, as for `z.real`.
     """
 
-    __slots__ = ("_owner", "_seen")
+    __slots__ = ("_dtype",)
 
     def __init__(self, owner: Array, dtype: np.dtype) -> None:
-        super().__init__(record("bitcast", owner, dtype=dtype)._storage, readonly=owner._readonly)
-        self._owner, self._seen = owner, owner.node
+        self._dtype = dtype
+        super().__init__(owner, readonly=owner._readonly)
 
-    def _refresh(self) -> None:
-        owner = self._owner.node
-        if owner is not self._seen:  # `a` was written since: read its bytes again
-            self._seen = owner
-            self._storage.set(record("bitcast", self._owner, dtype=self.dtype).node)
+    def _read(self) -> Array:
+        return record("bitcast", self._owner, dtype=self._dtype)
 
-    @property
-    def node(self) -> Any:
-        """The owner's current bytes as this dtype (or what was written through the view)."""
-        self._refresh()
-        return Array.node.fget(self)
-
-    def _derive(self, view: Any, readonly: bool = False) -> Array:
-        self._refresh()
-        return super()._derive(view, readonly)
-
-    def _write_back(self) -> None:
-        back = record("bitcast", Array(self._storage), dtype=self._owner.dtype)
-        self._owner._write(back, op="view assignment")
-        self._seen = self._owner.node
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._refresh()
-        super().__setitem__(key, value)
-        self._write_back()
-
-    def _inplace(self, op: str, other: Any) -> Array:
-        self._refresh()
-        super()._inplace(op, other)
-        self._write_back()
-        return self
+    def _owner_value(self, mine: Array) -> Array:
+        return record("bitcast", mine, dtype=self._owner.dtype)
 
 
 def _view(self: Array, dtype: Any = None, type: Any = None) -> Array:  # noqa: A002

@@ -20,6 +20,7 @@ import numpy as np
 
 from lazygraph import api
 from lazygraph.array import Array, record
+from lazygraph.owned_view import OwnedView
 from lazygraph.shape import _arr
 
 __all__ = [
@@ -99,48 +100,27 @@ def real_if_close(a: Any, tol: float = 100) -> Array:
 # -- Array.real / Array.imag ---------------------------------------------------------------
 
 
-class ComplexPart(Array):
+class ComplexPart(OwnedView):
     """`z.real` / `z.imag` of a complex array: reads follow `z`, writes are recorded into `z`."""
 
-    __slots__ = ("_owner", "_part", "_seen")
+    __slots__ = ("_part",)
 
     def __init__(self, owner: Array, part: str) -> None:
-        super().__init__(record(part, owner)._storage)
-        self._owner, self._part, self._seen = owner, part, owner.node
-
-    def _refresh(self) -> None:
-        owner = self._owner.node
-        if owner is not self._seen:  # the complex array was written since: read it again
-            self._seen = owner
-            self._storage.set(record(self._part, self._owner).node)
+        self._part = part
+        super().__init__(owner)
 
     @property
-    def node(self) -> Any:
-        """The part of the complex array's current value (or of what was written into it)."""
-        self._refresh()
-        return Array.node.fget(self)
+    def write_name(self) -> str:  # type: ignore[override]
+        """What a write into this part is called in the owner's errors."""
+        return f"{self._part} part assignment"
 
-    def _derive(self, view: Any, readonly: bool = False) -> Array:
-        self._refresh()
-        return super()._derive(view, readonly)
+    def _read(self) -> Array:
+        return record(self._part, self._owner)
 
-    def _write_back(self) -> None:
-        part = Array(self._storage)
+    def _owner_value(self, mine: Array) -> Array:
         other = record("imag" if self._part == "real" else "real", self._owner)
-        re, im = (part, other) if self._part == "real" else (other, part)
-        self._owner._write(record("make_complex", re, im), op=f"{self._part} part assignment")
-        self._seen = self._owner.node
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._refresh()
-        super().__setitem__(key, value)
-        self._write_back()
-
-    def _inplace(self, op: str, other: Any) -> Array:
-        self._refresh()
-        super()._inplace(op, other)
-        self._write_back()
-        return self
+        re, im = (mine, other) if self._part == "real" else (other, mine)
+        return record("make_complex", re, im)
 
 
 def _get_real(self: Array) -> Array:
