@@ -14,29 +14,32 @@ import numpy as np
 
 from ops.base import defvjp
 from ops.declare import declare_elementwise
+from ops.namespace import namespace
 
 
-def _real(x: Any) -> np.ndarray:
-    return np.real(np.asarray(x)).copy()
+def _real(x: Any) -> Any:
+    return np.real(namespace(x).asarray(x)).copy()
 
 
-def _imag(x: Any) -> np.ndarray:
-    x = np.asarray(x)
+def _imag(x: Any) -> Any:
+    x = namespace(x).asarray(x)
     return np.imag(x).copy() if x.dtype.kind == "c" else np.zeros_like(x)
 
 
-def _angle(x: Any) -> np.ndarray:
-    return np.asarray(np.angle(np.asarray(x)))
+def _angle(x: Any) -> Any:
+    xp = namespace(x)
+    return xp.asarray(np.angle(xp.asarray(x)))
 
 
-def _make_complex(re: Any, im: Any) -> np.ndarray:
+def _make_complex(re: Any, im: Any) -> Any:
     """re + i*im exactly (no multiplication: an infinite part stays where it is)."""
-    re, im = np.asarray(re), np.asarray(im)
+    xp = namespace(re, im)
+    re, im = xp.asarray(re), xp.asarray(im)
     for part in (re, im):
         if part.dtype.kind not in "biuf":
             raise TypeError(f"make_complex: parts must be real, got {part.dtype}")
     dt = np.promote_types(np.result_type(re, im), np.complex64)
-    out = np.empty(np.broadcast_shapes(re.shape, im.shape), dt)
+    out = xp.empty(np.broadcast_shapes(re.shape, im.shape), dt)
     out.real = re
     out.imag = im
     return out

@@ -14,6 +14,7 @@ import numpy as np
 
 from ops.base import defvjp, type_error
 from ops.declare import Elementwise, declare, declare_elementwise
+from ops.namespace import from_host, namespace, to_host
 from ops.node import Node
 
 
@@ -22,8 +23,8 @@ def _float_dtype(x: np.ndarray) -> np.dtype:
     return np.exp(np.zeros((), dtype=x.dtype)).dtype
 
 
-def _sigmoid(x: Any) -> np.ndarray:
-    x = np.asarray(x)
+def _sigmoid(x: Any) -> Any:
+    x = namespace(x).asarray(x)
     t = _float_dtype(x)
     xf = x.astype(t, copy=False)
     # exp(-|x|) never overflows, so both branches are finite.
@@ -34,17 +35,19 @@ def _sigmoid(x: Any) -> np.ndarray:
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
 
-def _erf(x: Any) -> np.ndarray:
-    x = np.asarray(x)
+def _erf(x: Any) -> Any:
+    x = namespace(x).asarray(x)
     t = _float_dtype(x)
     if t.kind == "c":
         raise TypeError("erf is not defined for complex input")
-    # math.erf is correctly rounded in double precision; NumPy has no erf of its own.
-    return np.asarray(_erf_scalar(x.astype(np.float64)), dtype=np.float64).astype(t)
+    # math.erf is correctly rounded in double precision; neither NumPy nor CuPy's namespace has
+    # an erf, so the reference takes it per element on the host: an explicit round trip.
+    host = np.asarray(_erf_scalar(to_host(x).astype(np.float64)), dtype=np.float64).astype(t)
+    return from_host(host, like=x)
 
 
-def _cast(x: Any, dtype: np.dtype) -> np.ndarray:
-    return np.asarray(x).astype(dtype)
+def _cast(x: Any, dtype: np.dtype) -> Any:
+    return namespace(x).asarray(x).astype(dtype)
 
 
 class Cast(Elementwise):
@@ -190,10 +193,11 @@ def expm1_std(x: Any, out: Any = None) -> Any:
     """NumPy's expm1 with the Array API's complex special values (exp(z) - 1 at zero and non-finite z)."""
     res = np.expm1(x)
     if res.dtype.kind == "c":
-        x = np.asarray(x)
+        xp = namespace(x)
+        x = xp.asarray(x)
         fix = ~np.isfinite(x) | (x == 0)
         if fix.any():
-            res = np.array(res, copy=True)
+            res = xp.array(res, copy=True)
             with np.errstate(all="ignore"):
                 # exp's special values are the standard's; minus 1 keeps the imaginary part's sign
                 np.copyto(res, np.exp(x) - 1, where=fix)
@@ -207,10 +211,11 @@ def tanh_std(x: Any, out: Any = None) -> Any:
     """
     res = np.tanh(x)
     if res.dtype.kind == "c":
-        x = np.asarray(x)
+        xp = namespace(x)
+        x = xp.asarray(x)
         fix = np.isinf(x.real) & np.isfinite(x.imag)
         if fix.any():
-            res = np.array(res, copy=True)
+            res = xp.array(res, copy=True)
             val = np.empty_like(res)
             val.real, val.imag = np.sign(x.real), np.copysign(0.0, x.imag)
             np.copyto(res, val, where=fix)

@@ -1,0 +1,79 @@
+"""The array namespace of a kernel's inputs: one reference kernel for every device.
+
+A reference kernel is written once, against `xp = namespace(*inputs)`: NumPy for host arrays
+and scalars, CuPy for CuPy arrays, the `__array_namespace__()` of any other array type (the
+emulated device array of jit/backend/emulated_array.py in the tests). The rules a kernel
+keeps so that it runs where its inputs live:
+
+- never convert an input to NumPy (`np.asarray(x)` raises on a CuPy array); `np.<ufunc>(x)`
+  and most `np.<function>(x)` on an input are fine: they dispatch to the input's type;
+- create arrays through the namespace (`xp.zeros(...)`, `xp.asarray(constant)`), never with a
+  bare `np.zeros(...)`, which always makes a host array;
+- where a kernel genuinely needs the host (a Python loop per element), say so with
+  `to_host(x)` and `from_host(result, like=x)`: the transfer is explicit, and on NumPy free.
+
+Why not array-api-compat's `array_namespace`: it returns the strict Array API namespace,
+which lacks what the reference kernels are written in (ufunc methods `reduceat`/`at`,
+`np.linalg.eig`, `np.fft.hfft`, `take_along_axis` variants, NumPy's dtype rules for Python
+scalars); CuPy mirrors NumPy's full API, so the namespace a kernel wants is NumPy's or
+CuPy's module itself. Nothing is imported for it: a CuPy array's module is already loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+_SCALARS = (bool, int, float, complex, np.generic, np.ndarray, type(None), str, slice)
+
+
+def namespace(*values: Any) -> Any:
+    """The array namespace of the values (NumPy unless one is a device array): what `xp` is."""
+    for v in values:
+        if isinstance(v, _SCALARS):
+            continue
+        if isinstance(v, (tuple, list)):
+            xp = namespace(*v)
+            if xp is not np:
+                return xp
+            continue
+        module = type(v).__module__
+        if module.startswith("cupy"):
+            return sys.modules["cupy"]  # CuPy's own module: NumPy's full API on the device
+        get = getattr(v, "__array_namespace__", None)
+        if get is not None:
+            return get()
+    return np
+
+
+def is_host(xp: Any) -> bool:
+    """Whether a namespace is NumPy's (its arrays are host memory)."""
+    return xp is np
+
+
+def asarray_like(x: Any, like: Any, dtype: Any = None) -> Any:
+    """`x` (host data or an array) as an array of `like`'s namespace: device-side constants."""
+    return namespace(like).asarray(x, dtype=dtype)
+
+
+def to_host(x: Any) -> np.ndarray:
+    """The explicit device -> host copy a host-only step needs (no copy for NumPy arrays)."""
+    if isinstance(x, (np.ndarray, np.generic)) or not hasattr(x, "shape"):
+        return np.asarray(x)
+    xp = namespace(x)
+    asnumpy = getattr(xp, "asnumpy", None)
+    return asnumpy(x) if asnumpy is not None else x.get()
+
+
+def from_host(x: Any, like: Any) -> Any:
+    """A host result moved next to `like` (the way back after `to_host`; NumPy: unchanged)."""
+    xp = namespace(like)
+    return x if xp is np else xp.asarray(x)
+
+
+def module_name(xp: Any) -> str:
+    """The namespace's name, for messages."""
+    return xp.__name__ if isinstance(xp, types.ModuleType) else getattr(xp, "__name__", repr(xp))
