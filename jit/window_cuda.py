@@ -286,16 +286,21 @@ def _rows_to_nchw_source(dt: np.dtype, bias: bool) -> str:
     )
 
 
-def _nchw_to_rows_source(dt: np.dtype) -> str:
-    """rows[g, (n, oh, ow), o in group] = g[n, o, oh, ow]: a cotangent as the GEMM's operand."""
+def _copy_source(dt: np.dtype, pos: str, assign: str) -> str:
+    """A one-to-one layout copy a0 -> a1: `pos` computes the index pair, `assign` moves one element."""
     return (
         PRELUDE
         + f"typedef {_ct(dt)} T;\n"
         + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5)
         + LOOP
-        + _ROWS_POS
-        + "    a1[r] = a0[i];\n  }\n}\n"
+        + pos
+        + f"    {assign}\n  }}\n}}\n"
     )
+
+
+def _nchw_to_rows_source(dt: np.dtype) -> str:
+    """rows[g, (n, oh, ow), o in group] = g[n, o, oh, ow]: a cotangent as the GEMM's operand."""
+    return _copy_source(dt, _ROWS_POS, "a1[r] = a0[i];")
 
 
 # Weight (G*OG, CP, KH, KW) <-> matrices (G, K, OG) with K = (kh, kw, c); sizes n1..n4 = G, OG, CP, KK.
@@ -308,26 +313,12 @@ _WMAT_POS = """    const int64_t G = n1, OG = n2, CP = n3, KK = n4;
 
 def _weight_to_mat_source(dt: np.dtype) -> str:
     """The weight as each group's (K, OG) GEMM operand."""
-    return (
-        PRELUDE
-        + f"typedef {_ct(dt)} T;\n"
-        + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5)
-        + LOOP
-        + _WMAT_POS
-        + "    a1[j] = a0[i];\n  }\n}\n"
-    )
+    return _copy_source(dt, _WMAT_POS, "a1[j] = a0[i];")
 
 
 def _mat_to_weight_source(dt: np.dtype) -> str:
     """Each group's (K, OG) product back in the weight's layout."""
-    return (
-        PRELUDE
-        + f"typedef {_ct(dt)} T;\n"
-        + _sig(["const T *__restrict__ a0", "T *__restrict__ a1"], 5)
-        + LOOP
-        + _WMAT_POS
-        + "    a1[i] = a0[j];\n  }\n}\n"
-    )
+    return _copy_source(dt, _WMAT_POS, "a1[i] = a0[j];")
 
 
 # -- compile, load, launch --------------------------------------------------------------------
