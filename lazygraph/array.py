@@ -459,6 +459,17 @@ class Array:
             return
         attrs = {"view": self._view, "index": index}
         shape, dtype, attrs = ASSIGN.infer((base, vnode, *idx_nodes), attrs)
+        view = self._view
+        if index is None and view is not None and not discard and len(vnode.inputs) == 2:
+            # `a[idx] op= v` (or `a[idx] = a[idx] op v`): one `update` node, as the lean path records
+            if not _fallible(vnode):
+                if vnode.inputs[0] is self._vnode and self._vbase is base:
+                    node = writes.update_node(base, vnode.inputs[1], view, vnode)
+                else:
+                    node = writes.update_of(base, vnode, view) if not view.shape else None
+                if node is not None:
+                    self._storage.set(node)
+                    return
         node = track(Node(ASSIGN, (base, vnode, *idx_nodes), attrs, shape, dtype))
         if idx_nodes:  # index arrays are data: an index out of range fails at evaluation
             txn.note_origin(node)
@@ -764,9 +775,18 @@ def _lean_result(arr: Array, result: Array) -> bool:
         if value.dtype != base.dtype:
             return False  # the general path records the cast
         storage.set(value)
-    else:
-        storage.set(writes.assign_node(base, value, view))
+        return True
+    node = None
+    if value.inputs and value.inputs[0] is arr._vnode and arr._vbase is base and not _fallible(value):
+        node = writes.update_node(base, value.inputs[1], view, value)
+    storage.set(writes.assign_node(base, value, view) if node is None else node)
     return True
+
+
+def _fallible(node: Node) -> bool:
+    """Whether the node's kernel can fail on data (it keeps its own step: errors name its line)."""
+    f = _FALLIBLE.get(node.op)
+    return f is not None and f(node)
 
 
 def _lean_setitem(arr: Array, view: View, value: Any) -> tuple | bool | None:
@@ -793,6 +813,11 @@ def _lean_setitem(arr: Array, view: View, value: Any) -> tuple | bool | None:
         key = (base.dtype, base.shape, view.shape, view.strides, vnode.dtype, vnode.shape)
         if key not in writes.PASSED:
             return key
+        if not view.shape and not _fallible(vnode):  # `a[i] += v` by an element: one `update` node
+            node = writes.update_of(base, vnode, view)
+            if node is not None:
+                storage.set(node)
+                return True
     else:
         sig = writes.scalar_sig(value, base.dtype)
         if sig is None or base.device is None:

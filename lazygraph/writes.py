@@ -15,6 +15,7 @@ general path would. A signature that failed is never remembered, so it fails aga
 from __future__ import annotations
 
 from typing import Any
+from weakref import ref
 
 import numpy as np
 
@@ -22,12 +23,15 @@ from cache.key import hint_of, kid_of
 from lazygraph.engine.attempt import RELEASED
 from lazygraph.gradmode import GRAD_STATE
 from ops.base import REGISTRY, _weak_sig
+from ops.declare import Elementwise
 from ops.node import Node
 from ops.views import View, materialize
 
 VIEW = REGISTRY["view"]
 ASSIGN = REGISTRY["assign"]
 BUFFER = REGISTRY["buffer"]
+UPDATE = REGISTRY["update"]
+_PLAIN_KERNEL = Elementwise.kernel
 #: most signatures each memo holds before it starts over
 LIMIT = 4096
 #: write signatures whose checks passed once (setitem's, and the in-place operators')
@@ -111,10 +115,81 @@ def view_node(base: Node, view: View) -> Node:
         node.static = base.static  # w.T of frozen weights is model state too
         if base in RELEASED:  # its history is gone: grad() must know (autograd.py)
             RELEASED.add(node)
-        return node
-    node = Node(VIEW, (base,), {"view": view}, view.shape, base.dtype)
-    node.requires_grad = base.requires_grad
-    k = node.kid = _kid(node, view)
-    hb = base.h
-    node.h = hash((k, hint_of(base) if hb is None else hb))
+    else:
+        node = Node(VIEW, (base,), {"view": view}, view.shape, base.dtype)
+        node.requires_grad = base.requires_grad
+        k = node.kid = _kid(node, view)
+        hb = base.h
+        node.h = hash((k, hint_of(base) if hb is None else hb))
+    if not view.shape:  # an element (`a[i]` of `a[i] += v`): `update_of` may fuse its write-back
+        _LAST[0] = (ref(node), ref(base), view)
     return node
+
+
+# -- `a[idx] op= v` as one `update` node (ops/views.py) ---------------------------------------
+
+#: the last element view read: (its node, its base, the view), weakly (see `update_of`)
+_LAST: list = [None]
+#: (base dtype, base shape, view shape, view strides, operator, result dtype) -> update's local id
+_UKIDS: dict[tuple, int] = {}
+
+
+def update_node(base: Node, other: Node, view: View, value: Node) -> Node | None:
+    """One `update` node for `base[view] = value` where `value` is `op(base[view], other)`.
+
+    None when the three-node form must be recorded instead: the operator is not a plain
+    NumPy ufunc, its result does not have the region's shape (`a[i] = a[i] + ones(1)`
+    drops a unit axis), or autograd must see the write (an operand requires grad while
+    grad mode is on).
+    """
+    op, dtype = value.op, value.dtype
+    if op not in FUSABLE or value.shape != view.shape:
+        return None
+    if GRAD_STATE.enabled and (base.requires_grad or other.requires_grad):
+        return None
+    attrs = {"view": view, "ufunc": op.name, "dtype": dtype.str}
+    node = Node(UPDATE, (base, other), attrs, base.shape, base.dtype)
+    key = (base.dtype, base.shape, view.shape, view.strides, op, dtype)
+    k = _UKIDS.get(key)
+    if k is None:
+        if len(_UKIDS) >= LIMIT:
+            _UKIDS.clear()
+        k = _UKIDS[key] = kid_of(node)
+    node.kid = k
+    hb = base.h
+    ho = other.h
+    node.h = hash((k, hint_of(base) if hb is None else hb, hint_of(other) if ho is None else ho))
+    if base.dtype.kind in "fc" and not GRAD_STATE.enabled:  # gradmode.track, as assign_node
+        node.grad_leaf = True
+    return node
+
+
+def update_of(base: Node, value: Node, view: View) -> Node | None:
+    """The `update` node standing for `base[view] = value` when `value` is `op(base[view], w)`.
+
+    `value`'s first operand must be the element view of `base` read last (`s = a[i]` in
+    `a[i] += v`, whose write-back this is); None otherwise (record an `assign`).
+    """
+    last = _LAST[0]
+    if last is None or len(value.inputs) != 2:
+        return None
+    vref, bref, lview = last
+    if vref() is not value.inputs[0] or bref() is not base or lview != view:
+        return None
+    return update_node(base, value.inputs[1], view, value)
+
+
+def fusable(op: Any) -> bool:
+    """Whether `update` may stand for `view op= v` (a binary ufunc kernel that cannot fail on data)."""
+    fn = getattr(op, "fn", None)
+    return (
+        isinstance(fn, np.ufunc)
+        and fn.nin == 2
+        and fn.nout == 1
+        and getattr(op, "arity", 0) == 2
+        and type(op).kernel is _PLAIN_KERNEL
+    )
+
+
+#: operators `update` may stand for (array.py drops those whose kernel can fail on data)
+FUSABLE: set = {op for op in REGISTRY.values() if fusable(op)}

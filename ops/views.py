@@ -12,6 +12,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ops.base import REGISTRY, Op, register
+from ops.node import Node
+
 Shape = tuple[int, ...]
 
 
@@ -271,3 +274,60 @@ def _permutation(view: View, base_shape: Shape) -> tuple[int, ...] | None:
             return None
         axes.append(hits[0])
     return tuple(axes)
+
+
+# -- `base[view] op= value` as one step (recorded by lazygraph/writes.py) ---------------------
+
+
+class Update(Op):
+    """A new base equal to the old one with `base[view] = op(base[view], value)` (one step).
+
+    It stands for the three recorded nodes of `a[i] += v` (a view, the operator, an `assign`)
+    and means exactly what they mean: the operator's result, of dtype `dtype`, is stored into
+    the region with NumPy's assignment casting. The recording side (lazygraph/writes.py) makes
+    it only after the three-node form's checks passed, and only for operators whose kernel is
+    a NumPy ufunc that cannot fail on data.
+    """
+
+    kind = "assign"
+    size_attrs = ("view",)
+
+    def __init__(self) -> None:
+        super().__init__("update")
+
+    def infer(self, inputs: tuple[Node, ...], attrs: dict) -> tuple[Shape, np.dtype, dict]:
+        """The base's shape and dtype (the recording side checked the operator and the shapes)."""
+        base, value = inputs
+        fn = REGISTRY[attrs["ufunc"]]
+        if not isinstance(getattr(fn, "fn", None), np.ufunc) or getattr(fn, "arity", 2) != 2:
+            raise TypeError(f"update: {attrs['ufunc']} is not a binary NumPy ufunc")
+        target = tuple(attrs["view"].shape)
+        if tuple(np.broadcast_shapes(value.shape, target)) != target:
+            raise ValueError(
+                f"update: a value of shape {value.shape} does not broadcast to the region's {target}"
+            )
+        return base.shape, base.dtype, attrs
+
+    def kernel(self, base: np.ndarray, value: Any, *, view: View, ufunc: str, dtype: str) -> np.ndarray:
+        """Copy the base, then combine the region with `value` in the copy."""
+        return update_into(np.array(base, copy=True, order="C"), value, view, ufunc, dtype)
+
+
+def update_into(out: np.ndarray, value: Any, view: View, ufunc: str, dtype: str) -> np.ndarray:
+    """`out[view] = ufunc(out[view], value)` cast to out's dtype, in `out` (also the engine's in-place path).
+
+    When the operator's result dtype is out's, the ufunc writes into the region itself
+    (`np.add(r, v, out=r)`: NumPy buffers overlapping operands, so `a[1:] += a[:-1]` gives
+    its result); else the result is computed, then stored with setitem's casting.
+    """
+    fn = REGISTRY[ufunc].fn
+    how = _RECIPES.get((view, out.shape))
+    target = out[how[1]] if how is not None and how[0] == "i" else materialize(out, view, writeable=True)
+    if out.dtype.str == dtype:
+        fn(target, value, out=target)
+    else:
+        target[...] = fn(target, value)
+    return out
+
+
+register(Update())

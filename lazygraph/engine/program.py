@@ -32,6 +32,7 @@ from lazygraph.engine.meter import Layout, Meter, owner
 from ops.base import REGISTRY
 from ops.movement import write_through
 from ops.node import Node
+from ops.views import update_into
 
 
 class EvaluationError(RuntimeError):
@@ -65,8 +66,8 @@ class OpKernel(Kernel):
     def __init__(self, op: Any) -> None:
         self.op = op
         self.run = op.kernel
-        # assign can write the new elements through its base when nothing else holds it
-        self.in_place = _assign_in_place if op.name == "assign" else None
+        # assign and update can write the new elements through their base when nothing else holds it
+        self.in_place = _IN_PLACE.get(op.name)
 
     def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
         """A NumPy ufunc under the kernel writes float results into `out=` (nothing else does)."""
@@ -386,8 +387,8 @@ def _mismatch(nodes: list[Node], step: Step, v: Any, shape: tuple, dtype: np.dty
     return err
 
 
-def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np.ndarray | None:
-    """`assign` writing into its dying base when nothing else holds the base (else None: copy)."""
+def _dying_base(vals: list, ins: tuple, dtype: np.dtype) -> np.ndarray | None:
+    """The base buffer of a write step when nothing else holds it (else None: the step copies)."""
     base = vals[ins[0]]
     if (
         type(base) is not np.ndarray
@@ -407,8 +408,28 @@ def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np
     # held by `vals`, `base` and getrefcount's argument only: no view, memo or user shares it
     if getrefcount(base) != 3:
         return None
+    return base
+
+
+def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np.ndarray | None:
+    """`assign` writing into its dying base when nothing else holds the base (else None: copy)."""
+    base = _dying_base(vals, ins, dtype)
+    if base is None:
+        return None
     idx = tuple(vals[k] for k in ins[2:])
     return write_through(base, vals[ins[1]], idx, attrs.get("view"), attrs.get("index"))
+
+
+def _update_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np.ndarray | None:
+    """`update` (`a[i] += v`) combining into its dying base's region (else None: copy)."""
+    base = _dying_base(vals, ins, dtype)
+    if base is None:
+        return None
+    return update_into(base, vals[ins[1]], attrs["view"], attrs["ufunc"], attrs["dtype"])
+
+
+#: operator name -> the in-place form of its kernel (Kernel.in_place)
+_IN_PLACE = {"assign": _assign_in_place, "update": _update_in_place}
 
 
 def _kernel_error(e: Exception, nodes: list[Node], step: Step, vals: list) -> Exception:
