@@ -22,7 +22,12 @@ would search, given to the TASO search, the e-graph with greedy extraction, the 
 ILP extraction and MCTS (optimizer/eqsat/) with the same budget and cost model (--quick:
 BERT, NasRNN and NASNet-A only, 0.5 s each): cost-model
 speedup, search seconds, e-graph size (e-nodes), the best one's rules, and the paper's MCTS
-speedup on an A100. `--search` picks the search the measured part's pass runs.
+speedup on an A100. `--search` picks the search the measured part's pass runs;
+`--cpu-searches taso eqsat mcts` also builds each of those searches' plans from the same
+recording and alternates the timed rounds over all of them, then prints a table of measured
+CPU speedup per model and search with `result: <search>_cpu_speedup_geomean` lines. A loaded
+machine penalizes the larger GEMMs that merged matmuls make (multi-threaded BLAS waits for
+descheduled threads): `--blas-threads 1` measures the graphs rather than the machine's load.
 """
 
 from __future__ import annotations
@@ -177,66 +182,102 @@ def run_plan(plan: object, name: str, scale: float, base: object) -> tuple[float
     return time.perf_counter() - t0, vals[out]
 
 
-def model_part(names: list[str], quick: bool, reps: int, seconds: float, graphs: int, cost: str) -> dict:
-    """Search results and measured speedups per model (CPU x: ratio of medians; min x: of minima)."""
+def model_part(
+    names: list[str], quick: bool, reps: int, seconds: float, graphs: int, cost: str, searches: list[str]
+) -> dict:
+    """Search results and measured speedups per model and search (CPU x: ratio of medians; min x: of minima).
+
+    One plan per search (and the unoptimized one) is built from the same recording, and timed
+    rounds alternate between all of them, so every search's CPU x shares the same machine state.
+    The first search gets the full row; the others a row each in the per-search table after.
+    """
     window = 0.5 if quick else 4.0
     import numpy as np
 
     lg.settings.update(superopt_seconds=seconds, superopt_graphs=graphs, superopt_cost=cost)
     print(
-        f"\n== models (search budget {seconds} s / {graphs} graphs, cost model {cost}, {reps} timed runs) =="
+        f"\n== models (search budget {seconds} s / {graphs} graphs, cost model {cost}, {reps} timed runs; "
+        f"searches {', '.join(searches)}) =="
     )
     head = (
         f"{'model':13} {'scale':>5} {'ops':>4} {'rules applied':38} {'cost x':>7} {'search s':>8} "
         f"{'plain ms':>9} {'opt ms':>8} {'CPU x':>6} {'min x':>6} {'step x':>6} {'runs':>4} {'anchor %':>8}"
     )
     print(head)
-    out = {}
+    out: dict = {}
+    per_search: dict = {}
     for name in names:
         scale = QUICK_SCALE[name] if quick else 1.0
         with lg.no_grad():
             base = MODELS[name](scale)
-        plain_plan = plan_for(name, scale, base, superopt=False)[0]
-        pass_.LAST.clear()
-        opt_plan = plan_for(name, scale, base, superopt=True)[0]
-        steps = {"plain": step_minima(plain_plan), "opt": step_minima(opt_plan)}
-        last = dict(pass_.LAST)  # empty when the pass's condition did not hold: no search
-        times: dict[str, list[float]] = {"plain": [], "opt": []}
+        plans = {"plain": plan_for(name, scale, base, superopt=False)[0]}
+        lasts = {}
+        for search in searches:
+            lg.settings.update(superopt_search=search)
+            pass_.LAST.clear()
+            plans[search] = plan_for(name, scale, base, superopt=True)[0]
+            lasts[search] = dict(pass_.LAST)  # empty when the pass's condition did not hold: no search
+        steps = {which: step_minima(plan) for which, plan in plans.items()}
+        times: dict[str, list[float]] = {which: [] for which in plans}
         values = {}
         k, t_end = 0, 0.0
         # interleaved rounds; the first warms up (folded weights, kernels). At least `reps`
         # rounds, more for short graphs (about `window` seconds per variant, at most 300):
         # other processes' bursts on this shared machine last longer than a small graph's run
         while k <= reps or (time.perf_counter() < t_end and k <= 300):
-            for which, plan in (("plain", plain_plan), ("opt", opt_plan)):
+            for which, plan in plans.items():
                 t, values[which] = run_plan(plan, name, scale, base)
                 if k:
                     times[which].append(t)
             if k == 0:
-                t_end = time.perf_counter() + window
+                t_end = time.perf_counter() + window * len(plans) / 2
             k += 1
         ref = values["plain"]
-        err = float(np.abs(values["opt"] - ref).max() / (np.abs(ref).max() or 1.0))
-        plain, opt = statistics.median(times["plain"]), statistics.median(times["opt"])
-        best = min(times["plain"]) / min(times["opt"])
-        steady = sum(steps["plain"].values()) / max(sum(steps["opt"].values()), 1e-12)
-        rules = ", ".join(f"{k} x{v}" for k, v in sorted(last.get("rules", {}).items()))
-        rules = rules or ("-" if last else "(not searched)")
-        speed = last["start"] / last["cost"] if last.get("cost") else 1.0
+        plain = statistics.median(times["plain"])
+        rows = {}
+        for search in searches:
+            last = lasts[search]
+            err = float(np.abs(values[search] - ref).max() / (np.abs(ref).max() or 1.0))
+            opt = statistics.median(times[search])
+            rows[search] = {
+                "cost": last["start"] / last["cost"] if last.get("cost") else 1.0,
+                "cpu": plain / opt,
+                "min": min(times["plain"]) / min(times[search]),
+                "step": sum(steps["plain"].values()) / max(sum(steps[search].values()), 1e-12),
+                "search": last.get("seconds", 0.0),
+                "opt_ms": opt * 1e3,
+                "err": err,
+                "rules": last.get("rules", {}),
+                "searched": bool(last),
+            }
+            if err > 1e-3:
+                print(
+                    f"  WARNING: {name} optimized by {search} differs from the plain one by {err:.2e} (relative)"
+                )
+        r = rows[searches[0]]
+        rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items()))
+        rules = rules or ("-" if r["searched"] else "(not searched)")
         print(
-            f"{name:13} {scale:5.2f} {base.total_ops:4d} {rules[:38]:38} {speed:7.3f} "
-            f"{last.get('seconds', 0.0):8.2f} {plain * 1e3:9.1f} {opt * 1e3:8.1f} {plain / opt:6.3f} {best:6.3f} {steady:6.3f} {len(times['opt']):4d} "
-            f"{ANCHORS[name]:>8}"
+            f"{name:13} {scale:5.2f} {base.total_ops:4d} {rules[:38]:38} {r['cost']:7.3f} "
+            f"{r['search']:8.2f} {plain * 1e3:9.1f} {r['opt_ms']:8.1f} {r['cpu']:6.3f} {r['min']:6.3f} "
+            f"{r['step']:6.3f} {len(times[searches[0]]):4d} {ANCHORS[name]:>8}"
         )
-        if err > 1e-3:
-            print(f"  WARNING: optimized output differs from the plain one by {err:.2e} (relative)")
-        out[name] = {
-            "cost": speed,
-            "cpu": plain / opt,
-            "min": best,
-            "step": steady,
-            "search": last.get("seconds", 0.0),
-        }
+        out[name] = r
+        per_search[name] = rows
+    if len(searches) > 1:
+        print("\n== measured CPU speedup per search (same rounds; cost x / CPU x / step x) ==")
+        print(f"{'model':13} " + " ".join(f"{s:>22}" for s in searches))
+        for name, rows in per_search.items():
+            cells = [
+                f"{rows[s]['cost']:6.3f} {rows[s]['cpu']:6.3f} {rows[s]['step']:6.3f}".rjust(22)
+                for s in searches
+            ]
+            print(f"{name:13} " + " ".join(cells))
+        for s in searches:
+            cpu = statistics.geometric_mean([rows[s]["cpu"] for rows in per_search.values()])
+            step = statistics.geometric_mean([rows[s]["step"] for rows in per_search.values()])
+            print(f"result: {s}_cpu_speedup_geomean = {cpu:.3f}")
+            print(f"result: {s}_cpu_speedup_of_step_minima_geomean = {step:.3f}")
     return out
 
 
@@ -344,6 +385,14 @@ def main() -> None:
     )
     ap.add_argument("--no-searches", action="store_true", help="skip the table comparing the searches")
     ap.add_argument(
+        "--cpu-searches",
+        nargs="*",
+        choices=["taso", "eqsat", "mcts", "auto"],
+        default=None,
+        help="also time the plans these searches give (default: --search only; --quick --cpu-searches "
+        "taso eqsat mcts measures all three on every model)",
+    )
+    ap.add_argument(
         "--blas-threads",
         type=int,
         default=None,
@@ -365,8 +414,8 @@ def main() -> None:
             vals = [r[key]["cost"] for r in found.values()]
             if vals:
                 print(f"result: {key}_cost_model_speedup_geomean = {statistics.geometric_mean(vals):.3f}")
-    lg.settings.update(superopt_search=a.search)
-    res = model_part(a.models, a.quick, reps, seconds, graphs, cost)
+    searches = [a.search] + [s for s in (a.cpu_searches or []) if s != a.search]
+    res = model_part(a.models, a.quick, reps, seconds, graphs, cost, searches)
     cpu = [r["cpu"] for r in res.values()]
     model = [r["cost"] for r in res.values()]
     print(f"result: cost_model_speedup_geomean = {statistics.geometric_mean(model):.3f}")
