@@ -9,13 +9,13 @@ C order. Not differentiable: the bytes of one dtype say nothing smooth about ano
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
 from ops.base import Op, fmt_shape, type_error
 from ops.declare import declare
+from ops.namespace import namespace
 from ops.node import Node
 
 
@@ -58,9 +58,7 @@ class Bitcast(Op):
 
     def kernel(self, x: Any, dtype: np.dtype) -> Any:
         """A C-ordered copy's bytes as `dtype` (NumPy, or CuPy for CuPy operands): never the operand's buffer."""
-        mod = sys.modules.get(type(x).__module__.partition(".")[0])
-        xp = mod if mod is not None and hasattr(mod, "ascontiguousarray") else np
-        return xp.array(x, copy=True, order="C").view(dtype)
+        return namespace(x).array(x, copy=True, order="C").view(dtype)
 
 
 declare(Bitcast())

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ops.base import Op, defvjp, fmt_shape, normalize_axis, register, shape_error, type_error
+from ops.namespace import namespace
 from ops.node import Node
 
 KINDS = ("all_reduce", "broadcast", "all_gather", "reduce")
@@ -208,7 +209,7 @@ class CollectiveUnshard(CollectiveShard):
         """Zeros, with `x` at the transport's rank's block."""
         r = get_transport(transport).rank
         n = x.shape[axis]
-        out = np.zeros(x.shape[:axis] + (n * world,) + x.shape[axis + 1 :], dtype=x.dtype)
+        out = namespace(x).zeros(x.shape[:axis] + (n * world,) + x.shape[axis + 1 :], dtype=x.dtype)
         out[(slice(None),) * axis + (slice(r * n, (r + 1) * n),)] = x
         return out
 

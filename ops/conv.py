@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ops.base import Op, register
+from ops.namespace import as_strided, namespace
 
 Pair = tuple[int, int]
 
@@ -34,13 +34,14 @@ def im2col_rows(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray
     """Columns (N, H_out, W_out, kH, kW, C) of NCHW x: one row of kH*kW*C per output pixel."""
     n, c, h, w = x.shape
     ho, wo = out_hw((h, w), k, s, p, d)
-    xp = np.zeros((n, h + 2 * p[0], w + 2 * p[1], c), dtype=x.dtype)
-    xp[:, p[0] : p[0] + h, p[1] : p[1] + w, :] = x.transpose(0, 2, 3, 1)
-    st = xp.strides
+    xp = namespace(x)
+    xpad = xp.zeros((n, h + 2 * p[0], w + 2 * p[1], c), dtype=x.dtype)
+    xpad[:, p[0] : p[0] + h, p[1] : p[1] + w, :] = x.transpose(0, 2, 3, 1)
+    st = xpad.strides
     shape = (n, ho, wo, k[0], k[1], c)
     strides = (st[0], st[1] * s[0], st[2] * s[1], st[1] * d[0], st[2] * d[1], st[3])
-    out = np.empty(shape, dtype=x.dtype)
-    np.copyto(out, as_strided(xp, shape, strides, writeable=False))
+    out = xp.empty(shape, dtype=x.dtype)
+    np.copyto(out, as_strided(xpad, shape, strides))
     return out
 
 
@@ -48,13 +49,14 @@ def im2col_cols(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray
     """Columns (C, kH, kW, N, H_out, W_out) of NCHW x: one row of N*H_out*W_out per kernel element."""
     n, c, h, w = x.shape
     ho, wo = out_hw((h, w), k, s, p, d)
-    xp = np.zeros((c, n, h + 2 * p[0], w + 2 * p[1]), dtype=x.dtype)
-    xp[:, :, p[0] : p[0] + h, p[1] : p[1] + w] = x.transpose(1, 0, 2, 3)
-    st = xp.strides
+    xp = namespace(x)
+    xpad = xp.zeros((c, n, h + 2 * p[0], w + 2 * p[1]), dtype=x.dtype)
+    xpad[:, :, p[0] : p[0] + h, p[1] : p[1] + w] = x.transpose(1, 0, 2, 3)
+    st = xpad.strides
     shape = (c, k[0], k[1], n, ho, wo)
     strides = (st[0], st[2] * d[0], st[3] * d[1], st[1], st[2] * s[0], st[3] * s[1])
-    out = np.empty(shape, dtype=x.dtype)
-    np.copyto(out, as_strided(xp, shape, strides, writeable=False))
+    out = xp.empty(shape, dtype=x.dtype)
+    np.copyto(out, as_strided(xpad, shape, strides))
     return out
 
 
@@ -66,7 +68,7 @@ def conv_from_rows(cols: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.
     y = cols.reshape(n * ho * wo, kh * kw * c) @ wm
     if b is not None:
         y += b
-    return np.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
+    return namespace(y).ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
 
 
 #: rows of the column matrix per GEMM when the forward streams im2col in chunks: large
@@ -88,21 +90,22 @@ def conv_rows_chunked(
     o, _, kh, kw = w.shape
     ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     k = kh * kw * c
-    xp = np.zeros((n, h + 2 * p[0], wd + 2 * p[1], c), dtype=x.dtype)
-    xp[:, p[0] : p[0] + h, p[1] : p[1] + wd, :] = x.transpose(0, 2, 3, 1)
-    st = xp.strides
+    xp = namespace(x)
+    xpad = xp.zeros((n, h + 2 * p[0], wd + 2 * p[1], c), dtype=x.dtype)
+    xpad[:, p[0] : p[0] + h, p[1] : p[1] + wd, :] = x.transpose(0, 2, 3, 1)
+    st = xpad.strides
     strides = (st[0], st[1] * s[0], st[2] * s[1], st[1] * d[0], st[2] * d[1], st[3])
-    wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k, o))
-    y = np.empty((n, ho, wo, o), dtype=np.result_type(x, w))
+    wm = xp.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k, o))
+    y = xp.empty((n, ho, wo, o), dtype=np.result_type(x, w))
     step = max(1, CHUNK_ROWS // (ho * wo))
-    buf = np.empty((min(step, n), ho, wo, kh, kw, c), dtype=x.dtype)
+    buf = xp.empty((min(step, n), ho, wo, kh, kw, c), dtype=x.dtype)
     for i in range(0, n, step):
         m = min(step, n - i)
-        np.copyto(buf[:m], as_strided(xp[i:], (m, ho, wo, kh, kw, c), strides, writeable=False))
+        np.copyto(buf[:m], as_strided(xpad[i:], (m, ho, wo, kh, kw, c), strides))
         np.matmul(buf[:m].reshape(m * ho * wo, k), wm, out=y[i : i + m].reshape(m * ho * wo, o))
     if b is not None:
         y += b
-    return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+    return xp.ascontiguousarray(y.transpose(0, 3, 1, 2))
 
 
 def conv_one_group(
@@ -120,7 +123,7 @@ def conv_one_group(
     y = w.reshape(o, c * kh * kw) @ cols.reshape(c * kh * kw, n * ho * wo)
     if b is not None:
         y += b[:, None]
-    return np.ascontiguousarray(y.reshape(o, n, ho, wo).transpose(1, 0, 2, 3))
+    return namespace(y).ascontiguousarray(y.reshape(o, n, ho, wo).transpose(1, 0, 2, 3))
 
 
 def grad_weight_from_rows(g: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -133,7 +136,7 @@ def grad_weight_from_rows(g: np.ndarray, cols: np.ndarray) -> np.ndarray:
     # The long pixel axis is the contraction; BLAS is several times faster when the larger
     # of the other two (window size, output channels) is the rows of the product.
     dwt = cm.T @ gh if k >= o else (gh.T @ cm).T
-    return np.ascontiguousarray(dwt.reshape(kh, kw, c, o).transpose(3, 2, 0, 1))
+    return namespace(dwt).ascontiguousarray(dwt.reshape(kh, kw, c, o).transpose(3, 2, 0, 1))
 
 
 def grad_weight_one_group(g: np.ndarray, x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
@@ -148,7 +151,7 @@ def grad_weight_one_group(g: np.ndarray, x: np.ndarray, k: Pair, s: Pair, p: Pai
     # weight's layout directly. (A batched product per image avoids the cotangent's copy
     # but makes hundreds of small BLAS calls, which collapse when other threads are busy.)
     cols = im2col_cols(x, k, s, p, d).reshape(kk, n * ho * wo)
-    gc = np.ascontiguousarray(g.reshape(n, o, ho * wo).transpose(1, 0, 2)).reshape(o, n * ho * wo)
+    gc = namespace(g).ascontiguousarray(g.reshape(n, o, ho * wo).transpose(1, 0, 2)).reshape(o, n * ho * wo)
     return (gc @ cols.T).reshape(o, c, k[0], k[1])
 
 
@@ -165,7 +168,7 @@ class Conv2dIm2col(_PassOp):
 
     def kernel(self, x: np.ndarray, w: np.ndarray, *, stride: Pair, padding: Pair, dilation: Pair) -> Any:
         """im2col_rows of x."""
-        return im2col_rows(np.asarray(x), tuple(np.shape(w)[2:]), stride, padding, dilation)
+        return im2col_rows(namespace(x).asarray(x), tuple(np.shape(w)[2:]), stride, padding, dilation)
 
 
 class Conv2dFromCols(_PassOp):
@@ -175,7 +178,8 @@ class Conv2dFromCols(_PassOp):
 
     def kernel(self, cols: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> Any:
         """One GEMM, the bias, NCHW."""
-        return conv_from_rows(np.asarray(cols), np.asarray(w), None if b is None else np.asarray(b))
+        xp = namespace(cols, w, b)
+        return conv_from_rows(xp.asarray(cols), xp.asarray(w), None if b is None else xp.asarray(b))
 
 
 class Conv2dGradWeightFromCols(_PassOp):
@@ -185,7 +189,8 @@ class Conv2dGradWeightFromCols(_PassOp):
 
     def kernel(self, g: np.ndarray, cols: np.ndarray) -> Any:
         """One GEMM of the cotangent with the columns."""
-        return grad_weight_from_rows(np.asarray(g), np.asarray(cols))
+        xp = namespace(g, cols)
+        return grad_weight_from_rows(xp.asarray(g), xp.asarray(cols))
 
 
 for _op in (

@@ -61,9 +61,9 @@ class Full(Op):
             raise type(e)(f"full: {e}") from None
         return shape, dtype, {"shape": shape, "fill_value": value, "dtype": dtype}
 
-    def kernel(self, shape: tuple[int, ...], fill_value: Any, dtype: np.dtype) -> np.ndarray:
-        """np.full."""
-        return np.full(shape, fill_value, dtype=dtype)
+    def kernel(self, shape: tuple[int, ...], fill_value: Any, dtype: np.dtype, xp: Any = np) -> Any:
+        """full in namespace `xp` (no operand says where: the caller's device does)."""
+        return xp.full(shape, fill_value, dtype=dtype)
 
 
 class Arange(Op):
@@ -85,9 +85,9 @@ class Arange(Op):
         dtype = np.dtype(dtype) if dtype is not None else np.array([start, stop, step]).dtype
         return (n,), dtype, {"start": start, "stop": stop, "step": step, "dtype": dtype}
 
-    def kernel(self, start: Any, stop: Any, step: Any, dtype: np.dtype) -> np.ndarray:
-        """np.arange."""
-        return np.arange(start, stop, step, dtype=dtype)
+    def kernel(self, start: Any, stop: Any, step: Any, dtype: np.dtype, xp: Any = np) -> Any:
+        """arange in namespace `xp`."""
+        return xp.arange(start, stop, step, dtype=dtype)
 
 
 class Linspace(Op):
@@ -110,9 +110,9 @@ class Linspace(Op):
         out["dtype"] = dtype
         return (num,), dtype, out
 
-    def kernel(self, start: Any, stop: Any, num: int, endpoint: bool, dtype: np.dtype) -> np.ndarray:
-        """np.linspace."""
-        return np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype)
+    def kernel(self, start: Any, stop: Any, num: int, endpoint: bool, dtype: np.dtype, xp: Any = np) -> Any:
+        """linspace in namespace `xp`."""
+        return xp.linspace(start, stop, num, endpoint=endpoint, dtype=dtype)
 
 
 class Eye(Op):
@@ -133,9 +133,9 @@ class Eye(Op):
         dtype = np.dtype(attrs.get("dtype") or np.float64)
         return (n, m), dtype, {"n": n, "m": m, "k": operator.index(attrs.get("k", 0)), "dtype": dtype}
 
-    def kernel(self, n: int, m: int, k: int, dtype: np.dtype) -> np.ndarray:
-        """np.eye."""
-        return np.eye(n, m, k, dtype=dtype)
+    def kernel(self, n: int, m: int, k: int, dtype: np.dtype, xp: Any = np) -> Any:
+        """eye in namespace `xp`."""
+        return xp.eye(n, m, k, dtype=dtype)
 
 
 BUFFER = register(Leaf("buffer"))

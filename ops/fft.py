@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ops.base import Op, defvjp, normalize_axis, register, type_error
-from ops.linalg_ext import namespace
+from ops.namespace import namespace
 from ops.node import Node
 
 NORMS = (None, "backward", "ortho", "forward")
@@ -146,9 +146,10 @@ class Window(Op):
             out["beta"] = float(attrs["beta"])
         return (max(m, 0),), np.dtype(np.float64), out
 
-    def kernel(self, kind: str, M: int, beta: float | None = None) -> Any:
-        fn = getattr(np, kind)
-        return np.asarray(fn(M) if beta is None else fn(M, beta), dtype=np.float64)
+    def kernel(self, kind: str, M: int, beta: float | None = None, xp: Any = np) -> Any:
+        """The window in namespace `xp` (no operand says where: the caller's device does)."""
+        fn = getattr(xp, kind)
+        return xp.asarray(fn(M) if beta is None else fn(M, beta), dtype=np.float64)
 
 
 for _name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft"):

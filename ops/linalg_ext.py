@@ -19,21 +19,15 @@ The gradient rules are in ops/linalg_grad.py.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
 from ops.base import Op, fmt_shape, register, type_error
+from ops.namespace import namespace
 from ops.node import Node
 
 LinAlgError = np.linalg.LinAlgError
-
-
-def namespace(x: Any) -> Any:
-    """The array module an operand belongs to (numpy, cupy): kernels call its `linalg`/`fft`."""
-    mod = sys.modules.get(type(x).__module__.split(".")[0])
-    return mod if mod is not None and hasattr(mod, "linalg") else np
 
 
 _DTYPES: dict[tuple, Any] = {}

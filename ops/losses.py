@@ -16,6 +16,7 @@ import numpy as np
 
 from ops.base import Op, defvjp, fmt_shape, shape_error, type_error
 from ops.declare import declare
+from ops.namespace import namespace
 from ops.node import Node
 
 
@@ -56,14 +57,15 @@ class SoftmaxCrossEntropy(Op):
     def kernel(self, x: np.ndarray, q: np.ndarray) -> np.ndarray:
         """One max-shifted log-sum-exp pass, then the target-weighted sum."""
         dtype = np.result_type(x, q)
-        x = np.asarray(x, dtype=_work(dtype))
+        xp = namespace(x, q)
+        x = xp.asarray(x, dtype=_work(dtype))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             s = _shifted(x)
             logp = s - np.log(np.sum(np.exp(s), axis=1, keepdims=True))
             # A class with no target mass adds nothing, even where its log-probability
             # underflows to -inf (0 * -inf would be nan; torch's class-index form agrees).
             terms = np.where(q == 0, 0, q * logp)
-            return np.asarray(-np.sum(terms, axis=1), dtype=dtype)
+            return xp.asarray(-np.sum(terms, axis=1), dtype=dtype)
 
 
 class SoftmaxCrossEntropyGrad(Op):
@@ -81,15 +83,16 @@ class SoftmaxCrossEntropyGrad(Op):
 
     def kernel(self, g: np.ndarray, x: np.ndarray, q: np.ndarray) -> np.ndarray:
         """softmax by the max shift, then the closed form, all in x's dtype."""
-        x = np.asarray(x)
+        xp = namespace(g, x, q)
+        x = xp.asarray(x)
         dtype = x.dtype
         work = _work(dtype)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             e = np.exp(_shifted(x.astype(work, copy=False)))
             p = e / np.sum(e, axis=1, keepdims=True)
-            q = np.asarray(q, dtype=work)
+            q = xp.asarray(q, dtype=work)
             out = p * np.sum(q, axis=1, keepdims=True) - q
-            g = np.asarray(g, dtype=work)
+            g = xp.asarray(g, dtype=work)
             out *= g if g.ndim == x.ndim else np.expand_dims(g, 1)
         return out.astype(dtype, copy=False)
 

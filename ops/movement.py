@@ -22,6 +22,7 @@ from ops.base import (
     register,
     shape_error,
 )
+from ops.namespace import namespace
 from ops.node import Node
 from ops.views import View, c_strides, materialize, write_into
 
@@ -140,7 +141,7 @@ class Assign(Op):
         self, base: np.ndarray, value: Any, *idx: Any, view: View | None = None, index: Template | None = None
     ) -> np.ndarray:
         """Copy the base, write the value through the view/index (NumPy casting rules)."""
-        return write_through(np.array(base, copy=True, order="C"), value, idx, view, index)
+        return write_through(namespace(base).array(base, copy=True, order="C"), value, idx, view, index)
 
 
 def write_through(
@@ -188,8 +189,8 @@ class Gather(Op):
         return shape, src.dtype, attrs
 
     def kernel(self, src: np.ndarray, *idx: Any, index: Template) -> np.ndarray:
-        """NumPy fancy indexing."""
-        return np.asarray(src)[build_index(index, idx)]
+        """Fancy indexing (NumPy's rules, in the source's namespace)."""
+        return namespace(src).asarray(src)[build_index(index, idx)]
 
 
 def resolve_shape(op: str, shape: Any, size: int) -> tuple[int, ...]:
@@ -329,7 +330,7 @@ class Pad(Op):
     def kernel(self, x: np.ndarray, pad_width: tuple, mode: str, constant_values: Any = 0) -> np.ndarray:
         """np.pad."""
         if not pad_width:  # a 0-d array: np.pad returns a copy, but rejects the empty widths
-            return np.array(x, copy=True)
+            return namespace(x).array(x, copy=True)
         if mode == "constant":
             return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
         return np.pad(x, pad_width, mode=mode)
@@ -363,9 +364,10 @@ class ScatterAdd(Op):
         return base.shape, base.dtype, attrs
 
     def kernel(self, base: np.ndarray, value: Any, *idx: Any, index: Template) -> np.ndarray:
-        """A copy of base with np.add.at applied."""
-        out = np.array(base, copy=True, order="C")
-        np.add.at(out, build_index(index, idx), value)
+        """A copy of base with add.at applied (the namespace's unbuffered scatter)."""
+        xp = namespace(base)
+        out = xp.array(base, copy=True, order="C")
+        xp.add.at(out, build_index(index, idx), value)
         return out
 
 

@@ -77,3 +77,28 @@ def from_host(x: Any, like: Any) -> Any:
 def module_name(xp: Any) -> str:
     """The namespace's name, for messages."""
     return xp.__name__ if isinstance(xp, types.ModuleType) else getattr(xp, "__name__", repr(xp))
+
+
+def strided_view(base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:
+    """A view of `base`'s logical C order (element strides and offset) in its own namespace.
+
+    The device form of ops/views.materialize's strided recipe: a C-contiguous copy (or the base
+    itself) and the namespace's `as_strided` (CuPy has `cupy.lib.stride_tricks.as_strided`).
+    """
+    xp = namespace(base)
+    if not all(shape):
+        return xp.empty(shape, dtype=base.dtype)
+    flat = xp.ascontiguousarray(base).reshape(-1)
+    item = flat.dtype.itemsize
+    return as_strided(flat[offset:], shape, tuple(s * item for s in strides), writeable=True)
+
+
+def as_strided(x: Any, shape: tuple[int, ...], strides: tuple[int, ...], writeable: bool = False) -> Any:
+    """`as_strided` (byte strides) in `x`'s namespace: NumPy's read-only unless asked, CuPy's plain.
+
+    numpy.lib.stride_tricks.as_strided does not dispatch on its input, and CuPy's has no
+    `writeable` flag (device memory has none), hence one helper.
+    """
+    if isinstance(x, np.ndarray):
+        return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=writeable)
+    return namespace(x).lib.stride_tricks.as_strided(x, shape, strides)

@@ -28,6 +28,7 @@ from ops.base import (
     type_error,
 )
 from ops.declare import declare
+from ops.namespace import namespace
 from ops.node import Node
 from ops.window import conv2d_forward, max_fill, pad_spatial, tiled, tiles, window_max
 
@@ -113,7 +114,7 @@ def _work(x: np.ndarray) -> tuple[np.ndarray, np.dtype]:
     out = np.exp(np.zeros((), dtype=x.dtype)).dtype
     # float16 sums of exponentials lose digits fast; compute wider and round once at the end.
     work = np.float32 if out == np.float16 else out
-    return np.asarray(x).astype(work, copy=False), out
+    return namespace(x).asarray(x).astype(work, copy=False), out
 
 
 def _softmax_parts(F: Any, xs: list, attrs: dict, log: bool) -> Any:
@@ -213,7 +214,7 @@ class LogSumExp(Op):
             r = np.log(np.sum(np.exp(xf - m), axis=axis, keepdims=True)) + m
         if not keepdims:
             r = np.squeeze(r, axis=axis)
-        return np.asarray(r).astype(out, copy=False)
+        return namespace(r).asarray(r).astype(out, copy=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -250,7 +251,8 @@ class OneHot(Op):
 
     def kernel(self, x: np.ndarray, num_classes: int, dtype: np.dtype) -> np.ndarray:
         """Compare labels with arange(num_classes); raise IndexError on bad labels."""
-        x = np.asarray(x)
+        xp = namespace(x)
+        x = xp.asarray(x)
         if x.size:
             lo, hi = x.min(), x.max()
             if lo < 0 or hi >= num_classes:
@@ -261,7 +263,7 @@ class OneHot(Op):
                 )
         # Safe after the range check; avoids mixed uint64/int64 comparison rules.
         labels = x.astype(np.intp)
-        return (labels[..., None] == np.arange(num_classes, dtype=np.intp)).astype(dtype)
+        return (labels[..., None] == xp.arange(num_classes, dtype=np.intp)).astype(dtype)
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,31 +409,32 @@ class Pool2d(Op):
         self, x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair, **attrs: Any
     ) -> np.ndarray:
         """Max or mean over each window of the padded input."""
-        x = np.asarray(x)
+        xp = namespace(x)
+        x = xp.asarray(x)
         if self.mode == "max":
             d = attrs["dilation"]
-            xp = pad_spatial(x, padding, max_fill(x.dtype))
+            xpad = pad_spatial(x, padding, max_fill(x.dtype))
             hw = tuple(
                 _out_size(n, k, s, p, q)
                 for n, k, s, p, q in zip(x.shape[2:], kernel_size, stride, padding, d)
             )
-            return window_max(xp, kernel_size, stride, d, hw)
+            return window_max(xpad, kernel_size, stride, d, hw)
         out = np.mean(np.zeros(1, dtype=x.dtype)).dtype
         # np.mean's accumulator: float16 sums in float32, everything else in its result dtype.
         acc = np.float32 if out == np.float16 else out
         ones = (1, 1)
         if tiled(kernel_size, stride, padding):
             mean = tiles(x.astype(acc, copy=False), kernel_size).mean(axis=-1)
-            return np.ascontiguousarray(mean, dtype=out)
+            return xp.ascontiguousarray(mean, dtype=out)
         win = _windows(x.astype(acc, copy=False), kernel_size, stride, padding, ones)
         total = np.sum(win, axis=(-2, -1))
         if attrs["count_include_pad"]:
             count: Any = kernel_size[0] * kernel_size[1]
         else:
             # The same window sums over an all-ones image count the real elements.
-            real = np.ones((1, 1) + x.shape[2:], dtype=acc)
+            real = xp.ones((1, 1) + x.shape[2:], dtype=acc)
             count = np.sum(_windows(real, kernel_size, stride, padding, ones), axis=(-2, -1))
-        return np.ascontiguousarray(total / count, dtype=out)
+        return xp.ascontiguousarray(total / count, dtype=out)
 
 
 # The softmax family are composites: their kernels are NumPy's, the JIT lowers their

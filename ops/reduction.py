@@ -17,6 +17,7 @@ from ops.base import (
     shape_error,
 )
 from ops.declare import declare
+from ops.namespace import namespace
 from ops.node import Node
 
 
@@ -131,7 +132,7 @@ def _mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, d
     divides: the sum in the accumulation dtype, the quotient in float64 rounded to it."""
     if not ddof:
         return np.mean(x, axis=axis, keepdims=keepdims, dtype=dtype)
-    x = np.asarray(x)
+    x = namespace(x).asarray(x)
     if dtype is None and x.dtype.kind in "biu":
         dtype = np.float64
     axes = tuple(range(x.ndim)) if axis is None else axis
@@ -140,9 +141,9 @@ def _mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, d
         count *= x.shape[a]
     total = np.sum(x, axis=axis, keepdims=keepdims, dtype=dtype)
     divisor = np.maximum(np.intp(count) - ddof, 0)
-    if isinstance(total, np.ndarray):
-        return np.true_divide(total, divisor, out=total, casting="unsafe")
-    return total.dtype.type(total / divisor)
+    if isinstance(total, np.generic):  # a host scalar (a device namespace returns 0-d arrays)
+        return total.dtype.type(total / divisor)
+    return np.true_divide(total, divisor, out=total, casting="unsafe")
 
 
 def _var_parts(F: Any, xs: list, attrs: dict, root: bool) -> Any:

@@ -13,7 +13,6 @@ the running extreme; after a NaN, to the NaN), `reduceat` of add, `ufunc_at` of 
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,7 @@ from ops.base import (
 )
 from ops.declare import declare
 from ops.movement import build_index, index_shape
+from ops.namespace import namespace
 from ops.node import Node
 from ops.sorting import scatter_along
 
@@ -44,9 +44,11 @@ def binary_ufunc(op: str, name: Any) -> str:
 
 
 def xp_ufunc(x: Any, name: str) -> Any:
-    """The ufunc `name` of the array module of kernel operand `x` (CuPy's for CuPy arrays)."""
-    mod = sys.modules.get(type(x).__module__.partition(".")[0])
-    uf = getattr(mod, name, None) if mod is not None else None
+    """The ufunc `name` of kernel operand `x`'s namespace (CuPy's for CuPy arrays).
+
+    NumPy's own ufunc where the namespace's lacks the methods: it dispatches to the operand's
+    type (NEP 13) all the same."""
+    uf = getattr(namespace(x), name, None)
     return uf if uf is not None and hasattr(uf, "reduce") else getattr(np, name)
 
 
@@ -199,7 +201,7 @@ class UfuncAt(Op):
 
     def kernel(self, base: Any, value: Any, *idx: Any, ufunc: str, index: tuple) -> Any:
         """A copy of base with ufunc.at applied."""
-        out = base.copy(order="C") if hasattr(base, "copy") else np.array(base, copy=True)
+        out = base.copy(order="C") if hasattr(base, "copy") else namespace(base).array(base, copy=True)
         xp_ufunc(out, ufunc).at(out, build_index(index, idx), value)
         return out
 

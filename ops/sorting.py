@@ -11,20 +11,17 @@ these in `lazygraph/numlib_quantile.py`.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
 from ops.base import Op, defvjp, dtype_by_example, fmt_shape, normalize_axis, shape_error, type_error
 from ops.declare import declare
+from ops.namespace import namespace
 from ops.node import Node
 
-
-def array_namespace(x: Any) -> Any:
-    """The array module of a kernel operand (CuPy's for CuPy arrays, else NumPy)."""
-    mod = sys.modules.get(type(x).__module__.partition(".")[0])
-    return mod if mod is not None and hasattr(mod, "argsort") and hasattr(mod, "searchsorted") else np
+#: the former name of ops.namespace.namespace (lazygraph/numlib_sort.py reads it)
+array_namespace = namespace
 
 
 class Sort(Op):
@@ -61,7 +58,7 @@ class Sort(Op):
 
     def kernel(self, x: Any, axis: int | None, descending: bool) -> Any:
         """A stable NumPy (or CuPy) sort; descending sorts the reversed array and reverses back."""
-        xp = array_namespace(x)
+        xp = namespace(x)
         if axis is None:
             x, axis = x.reshape(-1), 0
         fn = xp.argsort if self.arg else xp.sort
@@ -103,7 +100,7 @@ class SearchSorted(Op):
 
     def kernel(self, a: Any, v: Any, sorter: Any = None, side: str = "left") -> Any:
         """NumPy's searchsorted (a sorter index out of range raises ValueError here)."""
-        xp = array_namespace(a)
+        xp = namespace(a)
         return xp.asarray(xp.searchsorted(a, v, side=side, sorter=sorter))
 
 
@@ -149,8 +146,9 @@ class Partition(Op):
         NumPy's own partition may arrange the elements on either side of a kth differently from
         its argpartition (its SIMD paths): gathering keeps the two, and the gradient, consistent.
         """
-        xp = array_namespace(x)
-        idx = xp.argpartition(x, np.asarray(kth, dtype=np.intp), axis=axis)
+        xp = namespace(x)
+        # kth is a host attribute: a tuple of ints (NumPy refuses an empty tuple, not an empty array)
+        idx = xp.argpartition(x, kth if kth else xp.asarray(kth, dtype=np.intp), axis=axis)
         return idx if self.arg else xp.take_along_axis(x, idx, axis=axis)
 
 
@@ -178,7 +176,7 @@ class NonZero(Op):
 
     def kernel(self, x: Any, count: int) -> Any:
         """NumPy's (or CuPy's) nonzero, stacked; a count that no longer holds is an error."""
-        xp = array_namespace(x)
+        xp = namespace(x)
         out = xp.stack(xp.nonzero(x)) if x.ndim else xp.zeros((0, 0), dtype=np.intp)
         if out.shape[1] != count:
             raise ValueError(f"nonzero: {out.shape[1]} nonzero elements where {count} were counted")
@@ -202,7 +200,7 @@ class UniqueCount(Op):
 
     def kernel(self, x: Any, equal_nan: bool) -> Any:
         """The length of NumPy's (or CuPy's) unique."""
-        xp = array_namespace(x)
+        xp = namespace(x)
         return xp.asarray(xp.unique(x, equal_nan=equal_nan).size, dtype=np.intp)
 
 
@@ -236,7 +234,7 @@ class UniqueIndices(Op):
 
     def kernel(self, x: Any, count: int, equal_nan: bool, first: bool) -> Any:
         """NumPy's (or CuPy's) unique with (first: index,) inverse and counts."""
-        xp = array_namespace(x)
+        xp = namespace(x)
         res = xp.unique(x, return_index=first, return_inverse=True, return_counts=True, equal_nan=equal_nan)
         if first:
             _, index, inverse, counts = res
@@ -270,7 +268,7 @@ class UniqueValues(Op):
 
     def kernel(self, x: Any, count: int, equal_nan: bool) -> Any:
         """NumPy's (or CuPy's) unique with sorted=False where it has it."""
-        xp = array_namespace(x)
+        xp = namespace(x)
         try:
             out = xp.unique(x, equal_nan=equal_nan, sorted=False)
         except TypeError:  # a namespace without `sorted`: its sorted unique

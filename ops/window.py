@@ -14,6 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ops.base import Op, register
 from ops.conv import conv_one_group, grad_weight_one_group
+from ops.namespace import namespace
 from ops.node import Node
 
 Pair = tuple[int, int]
@@ -26,7 +27,7 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
 
 def windows_nhwc(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
     """View (N, H_out, W_out, C, kH, kW) of the windows of NCHW `x`, zero-padded, in NHWC order."""
-    xh = np.asarray(x).transpose(0, 2, 3, 1)
+    xh = namespace(x).asarray(x).transpose(0, 2, 3, 1)
     if p[0] or p[1]:
         xh = np.pad(xh, ((0, 0), (p[0], p[0]), (p[1], p[1]), (0, 0)))
     eff = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
@@ -40,14 +41,14 @@ def im2col(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair, groups: int) -> np
     n, ho, wo, c = win.shape[:4]
     cp = c // groups
     win = win.reshape(n, ho, wo, groups, cp, k[0], k[1]).transpose(3, 0, 1, 2, 5, 6, 4)
-    return np.ascontiguousarray(win).reshape(groups, n * ho * wo, k[0] * k[1] * cp)
+    return namespace(win).ascontiguousarray(win).reshape(groups, n * ho * wo, k[0] * k[1] * cp)
 
 
 def _weight_matrix(w: np.ndarray, groups: int) -> np.ndarray:
     """(groups, kH*kW*C_per_group, C_out_per_group): the weight laid out to match im2col rows."""
     o, cp, kh, kw = w.shape
     wm = w.reshape(groups, o // groups, cp, kh, kw).transpose(0, 3, 4, 2, 1)
-    return np.ascontiguousarray(wm).reshape(groups, kh * kw * cp, o // groups)
+    return namespace(wm).ascontiguousarray(wm).reshape(groups, kh * kw * cp, o // groups)
 
 
 def _gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -69,11 +70,12 @@ def conv2d_forward(
     """Cross-correlation as im2col plus one (batched over groups) BLAS GEMM."""
     dtype = np.result_type(x, w) if b is None else np.result_type(x, w, b)
     work = _compute_dtype(dtype)
-    x = np.asarray(x, dtype=work)
-    w = np.asarray(w, dtype=work)
+    xp = namespace(x, w, b)
+    x = xp.asarray(x, dtype=work)
+    w = xp.asarray(w, dtype=work)
     if groups == 1:
-        y = conv_one_group(x, w, None if b is None else np.asarray(b, dtype=work), stride, padding, dilation)
-        return np.ascontiguousarray(y != 0) if dtype == np.bool_ else y.astype(dtype, copy=False)
+        y = conv_one_group(x, w, None if b is None else xp.asarray(b, dtype=work), stride, padding, dilation)
+        return xp.ascontiguousarray(y != 0) if dtype == np.bool_ else y.astype(dtype, copy=False)
     n = x.shape[0]
     o, _, kh, kw = w.shape
     cols = im2col(x, (kh, kw), stride, padding, dilation, groups)
@@ -82,18 +84,19 @@ def conv2d_forward(
     y = _gemm(cols, _weight_matrix(w, groups))  # (groups, P, C_out_per_group)
     y = y.transpose(1, 0, 2).reshape(n, ho, wo, o)
     if b is not None:
-        y = y + np.asarray(b, dtype=work)
+        y = y + xp.asarray(b, dtype=work)
     y = y.transpose(0, 3, 1, 2)
     if dtype == np.bool_:
-        return np.ascontiguousarray(y != 0)
-    return np.ascontiguousarray(y, dtype=dtype)
+        return xp.ascontiguousarray(y != 0)
+    return xp.ascontiguousarray(y, dtype=dtype)
 
 
 def _scatter_windows(cols: np.ndarray, shape: tuple, k: Pair, s: Pair, p: Pair, d: Pair) -> np.ndarray:
     """col2im: add (N, H_out, W_out, kH, kW, C) window values back onto an NCHW image."""
     n, c, h, w = shape
     ho, wo = cols.shape[1:3]
-    out = np.zeros((n, h + 2 * p[0], w + 2 * p[1], c), dtype=cols.dtype)
+    xp = namespace(cols)
+    out = xp.zeros((n, h + 2 * p[0], w + 2 * p[1], c), dtype=cols.dtype)
     for i in range(k[0]):  # a loop over kernel offsets only: each step is one strided add
         r0 = i * d[0]
         for j in range(k[1]):
@@ -101,7 +104,7 @@ def _scatter_windows(cols: np.ndarray, shape: tuple, k: Pair, s: Pair, p: Pair, 
             out[:, r0 : r0 + s[0] * (ho - 1) + 1 : s[0], c0 : c0 + s[1] * (wo - 1) + 1 : s[1], :] += cols[
                 :, :, :, i, j, :
             ]
-    return np.ascontiguousarray(out[:, p[0] : p[0] + h, p[1] : p[1] + w, :].transpose(0, 3, 1, 2))
+    return xp.ascontiguousarray(out[:, p[0] : p[0] + h, p[1] : p[1] + w, :].transpose(0, 3, 1, 2))
 
 
 def tiled(k: Pair, s: Pair, p: Pair, d: Pair = (1, 1)) -> bool:
@@ -121,9 +124,10 @@ def untile(t: np.ndarray, k: Pair, shape: tuple) -> np.ndarray:
     """Inverse of `tiles`: (N, C, H_out, W_out, kH*kW) back to an image, zeros at the border."""
     n, c, ho, wo, _ = t.shape
     img = t.reshape(n, c, ho, wo, k[0], k[1]).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, ho * k[0], wo * k[1])
+    xp = namespace(t)
     if img.shape[2:] == tuple(shape[2:]):
-        return np.ascontiguousarray(img)
-    out = np.zeros(shape, dtype=t.dtype)
+        return xp.ascontiguousarray(img)
+    out = xp.zeros(shape, dtype=t.dtype)
     out[:, :, : ho * k[0], : wo * k[1]] = img
     return out
 
@@ -144,22 +148,24 @@ def max_fill(dtype: np.dtype) -> object:
     return np.iinfo(dtype).min
 
 
-def offset_views(xp: np.ndarray, k: Pair, s: Pair, d: Pair, out_hw: Pair) -> list[np.ndarray]:
-    """For each kernel offset (row-major), the strided view (N, C, H_out, W_out) it reads from xp."""
+def offset_views(xpad: np.ndarray, k: Pair, s: Pair, d: Pair, out_hw: Pair) -> list[np.ndarray]:
+    """For each kernel offset (row-major), the strided view (N, C, H_out, W_out) it reads from xpad."""
     ho, wo = out_hw
     views = []
     for i in range(k[0]):
         r0 = i * d[0]
         for j in range(k[1]):
             c0 = j * d[1]
-            views.append(xp[:, :, r0 : r0 + s[0] * (ho - 1) + 1 : s[0], c0 : c0 + s[1] * (wo - 1) + 1 : s[1]])
+            views.append(
+                xpad[:, :, r0 : r0 + s[0] * (ho - 1) + 1 : s[0], c0 : c0 + s[1] * (wo - 1) + 1 : s[1]]
+            )
     return views
 
 
-def window_max(xp: np.ndarray, k: Pair, s: Pair, d: Pair, out_hw: Pair) -> np.ndarray:
-    """Max over the windows of padded xp: one elementwise maximum per kernel offset, no window copy."""
-    views = offset_views(xp, k, s, d, out_hw)
-    acc = np.array(views[0], order="C")
+def window_max(xpad: np.ndarray, k: Pair, s: Pair, d: Pair, out_hw: Pair) -> np.ndarray:
+    """Max over the windows of padded xpad: one elementwise maximum per kernel offset, no window copy."""
+    views = offset_views(xpad, k, s, d, out_hw)
+    acc = namespace(xpad).array(views[0], order="C")
     for v in views[1:]:
         np.maximum(acc, v, out=acc)
     return acc
@@ -184,8 +190,9 @@ class Conv2dGradInput(_GradOp):
 
     def kernel(self, g: np.ndarray, w: np.ndarray, x: np.ndarray, *, stride, padding, dilation, groups):
         """Inputs (g, w, x); x only supplies its shape."""
-        g = np.asarray(g)
-        w = np.asarray(w, dtype=g.dtype)
+        xp = namespace(g, w)
+        g = xp.asarray(g)
+        w = xp.asarray(w, dtype=g.dtype)
         k = w.shape[2:]
         o, cp = w.shape[:2]
         full_ok = all(p <= d * (q - 1) for p, d, q in zip(padding, dilation, k))
@@ -214,12 +221,13 @@ class Conv2dGradWeight(_GradOp):
 
     def kernel(self, g: np.ndarray, x: np.ndarray, w: np.ndarray, *, stride, padding, dilation, groups):
         """Inputs (g, x, w); w only supplies its shape."""
-        g = np.asarray(g)
+        xp = namespace(g, x)
+        g = xp.asarray(g)
         o, cp, kh, kw = w.shape
         n, _, ho, wo = g.shape
         if groups == 1:
-            return grad_weight_one_group(g, np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation)
-        cols = im2col(np.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation, groups)
+            return grad_weight_one_group(g, xp.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation)
+        cols = im2col(xp.asarray(x, dtype=g.dtype), (kh, kw), stride, padding, dilation, groups)
         gh = g.transpose(0, 2, 3, 1).reshape(n * ho * wo, groups, o // groups).transpose(1, 0, 2)
         # The long pixel axis is the contraction; BLAS is several times faster when the larger
         # of the other two (window size, output channels) is the rows of the product.
@@ -228,7 +236,7 @@ class Conv2dGradWeight(_GradOp):
         else:
             dwt = _gemm(gh.transpose(0, 2, 1), cols).transpose(0, 2, 1)
         dw = dwt.reshape(groups, kh, kw, cp, o // groups).transpose(0, 4, 3, 1, 2)
-        return np.ascontiguousarray(dw.reshape(o, cp, kh, kw))
+        return xp.ascontiguousarray(dw.reshape(o, cp, kh, kw))
 
 
 def _max_tile_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray, k: Pair) -> np.ndarray:
@@ -258,11 +266,11 @@ def _max_tile_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray, k: Pair) -> np.n
     if g.dtype.kind == "f" and np.isfinite(g).all():
         out = np.multiply(hit, gr, dtype=g.dtype)  # 0 * finite is 0: the fast select
     else:
-        out = np.where(hit, gr, np.zeros((), dtype=g.dtype))
+        out = np.where(hit, gr, g.dtype.type(0))
     out = out.reshape(n, c, ho * k[0], wo * k[1])
     if out.shape == x.shape:
         return out
-    full = np.zeros(x.shape, dtype=g.dtype)
+    full = namespace(g).zeros(x.shape, dtype=g.dtype)
     full[:, :, : ho * k[0], : wo * k[1]] = out
     return full
 
@@ -282,22 +290,23 @@ class MaxPool2dGrad(_GradOp):
         dilation,
     ):
         """Inputs (g, x[, y = the forward's output]): per kernel offset, a mask of the first maximum."""
-        g = np.asarray(g)
-        x = np.asarray(x)
+        xp = namespace(g, x, y)
+        g = xp.asarray(g)
+        x = xp.asarray(x)
         h, w = x.shape[2:]
         k, s, p, d = kernel_size, stride, padding, dilation
-        xp = pad_spatial(x, p, max_fill(x.dtype))
+        xpad = pad_spatial(x, p, max_fill(x.dtype))
         ho, wo = g.shape[2:]
-        y = window_max(xp, k, s, d, (ho, wo)) if y is None else np.asarray(y)
+        y = window_max(xpad, k, s, d, (ho, wo)) if y is None else xp.asarray(y)
         if tiled(k, s, p, d):
             return _max_tile_grad(g, x, y, k)
-        gp = np.zeros(xp.shape, dtype=g.dtype)
-        taken = np.zeros(y.shape, dtype=bool)
-        hit = np.empty(y.shape, dtype=bool)
-        part = np.empty(y.shape, dtype=g.dtype)
-        zero = np.zeros((), dtype=g.dtype)
+        gp = xp.zeros(xpad.shape, dtype=g.dtype)
+        taken = xp.zeros(y.shape, dtype=bool)
+        hit = xp.empty(y.shape, dtype=bool)
+        part = xp.empty(y.shape, dtype=g.dtype)
+        zero = g.dtype.type(0)
         nan = x.dtype.kind == "f" and bool(np.isnan(y).any())
-        offsets = list(zip(offset_views(xp, k, s, d, (ho, wo)), offset_views(gp, k, s, d, (ho, wo))))
+        offsets = list(zip(offset_views(xpad, k, s, d, (ho, wo)), offset_views(gp, k, s, d, (ho, wo))))
         for i, (xv, gv) in enumerate(offsets):
             np.equal(xv, y, out=hit)
             if nan:
@@ -310,7 +319,7 @@ class MaxPool2dGrad(_GradOp):
             np.copyto(part, zero)
             np.copyto(part, g, where=hit)
             np.add(gv, part, out=gv)
-        return np.ascontiguousarray(gp[:, :, p[0] : p[0] + h, p[1] : p[1] + w])
+        return xp.ascontiguousarray(gp[:, :, p[0] : p[0] + h, p[1] : p[1] + w])
 
 
 class AvgPool2dGrad(_GradOp):
@@ -318,7 +327,8 @@ class AvgPool2dGrad(_GradOp):
 
     def kernel(self, g: np.ndarray, x: np.ndarray, *, kernel_size, stride, padding, count_include_pad):
         """Inputs (g, x); x only supplies its shape."""
-        g = np.asarray(g)
+        xp = namespace(g)
+        g = xp.asarray(g)
         n, c, h, w = np.shape(x)
         k, s, p = kernel_size, stride, padding
         ho, wo = g.shape[2:]
@@ -328,7 +338,7 @@ class AvgPool2dGrad(_GradOp):
         if count_include_pad:
             share = g / (k[0] * k[1])
         else:
-            real = np.ones((1, 1, h, w), dtype=g.dtype)
+            real = xp.ones((1, 1, h, w), dtype=g.dtype)
             realp = np.pad(real, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
             counts = sliding_window_view(realp, k, axis=(2, 3))[:, :, :: s[0], :: s[1]].sum(axis=(-2, -1))
             share = g / counts

@@ -126,6 +126,7 @@ def _programs() -> list[Callable[[], Any]]:
         lambda: lg.pad(A(x), ((1, 0), (2, 1))),
         lambda: lg.pad(A(x), ((1, 1), (0, 2)), mode="reflect"),
         lambda: _assign(A(x)),
+        lambda: _update(A(x)),
         lambda: _scatter(A(x)),
         lambda: lg.reshape(A(x).T, (2, 6)),
         # sorting
@@ -177,6 +178,12 @@ def _ufunc_at(a: Any) -> Any:
 
 def _assign(a: Any) -> Any:
     a[1, 1:3] = 7.0
+    return a
+
+
+def _update(a: Any) -> Any:
+    a[1:, ::2] += 2.0
+    a[0] *= a[1]
     return a
 
 
