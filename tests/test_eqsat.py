@@ -256,3 +256,30 @@ def test_benchmark_models_keep_their_values(name: str, scale: float, which: str,
         assert pass_.COUNTS["rewrites"] == rewrites + 1
     plain, optimized = values
     np.testing.assert_allclose(optimized, plain, rtol=1e-4, atol=1e-4 * (float(np.abs(plain).max()) or 1.0))
+
+
+#: the smallest scale at which each model's layers still fit their inputs (the vision models' strided stems)
+_SMALL = {"bert": 0.125, "nasrnn": 0.125, "inception_v3": 0.27, "nasnet_a": 0.25}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["taso", "eqsat", "mcts"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_benchmark_model_keeps_its_values_under_every_search(
+    name: str, which: str, monkeypatch
+) -> None:
+    """The full matrix (slow): every benchmark model, every search, search off vs on give the same outputs."""
+    values = []
+    for setting in ("0", "1"):
+        monkeypatch.setenv("LAZYGRAPH_SUPEROPT", setting)
+        monkeypatch.setenv("LAZYGRAPH_SUPEROPT_SEARCH", which)
+        monkeypatch.setenv("LAZYGRAPH_SUPEROPT_SECONDS", "1.0")
+        pass_.LAST.clear()
+        with lg.no_grad():
+            model = MODELS[name](_SMALL.get(name, 0.2), seed=1)
+            values.append(lg.eval(*model.outputs)[0] if len(model.outputs) > 1 else model.outputs[0].numpy())
+    if pass_.LAST:  # empty when the pass's condition does not hold for this model (nothing searched)
+        assert pass_.LAST.get("search") == which
+        assert pass_.LAST["cost"] <= pass_.LAST["start"]
+    plain, optimized = values
+    np.testing.assert_allclose(optimized, plain, rtol=1e-4, atol=1e-4 * (float(np.abs(plain).max()) or 1.0))
