@@ -23,11 +23,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import lazygraph as lg
 from jit.backend.emulated_array import EmulatedDeviceArray, emulated_namespace, to_device
 from ops.base import REGISTRY
 from ops.collective import set_transport
+from ops.declare import Elementwise
 from ops.namespace import asarray_like, from_host, namespace, to_host
 
 L = lg.linalg
@@ -318,14 +322,63 @@ def test_every_operator_is_covered(calls: dict) -> None:
     assert not missing, f"operators whose kernel no program here calls (add one, or exempt it): {missing}"
 
 
+def _fortran(value: Any) -> Any:
+    """The same values in another memory layout (column-major), as a device may hold them."""
+    if isinstance(value, np.ndarray) and value.ndim > 1:
+        return np.asfortranarray(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_fortran(v) for v in value)
+    return value
+
+
 @pytest.mark.parametrize("name", sorted(set(REGISTRY) - set(EXEMPT)))
 def test_kernel_runs_on_device_arrays(calls: dict, name: str) -> None:
     kernel = REGISTRY[name].kernel
     for args, attrs in calls.get(name, []):
-        want = kernel(*copy.deepcopy(args), **attrs)
-        dev_args = to_device(copy.deepcopy(args))
-        dev_attrs = dict(attrs, xp=emulated_namespace) if name in CREATION else attrs
-        got = kernel(*dev_args, **dev_attrs)
+        with np.errstate(all="ignore"):
+            want = kernel(*copy.deepcopy(args), **attrs)
+            dev_attrs = dict(attrs, xp=emulated_namespace) if name in CREATION else attrs
+            got = kernel(*to_device(copy.deepcopy(args)), **dev_attrs)
+            _same(name, want, got)
+            # column-major inputs: NumPy's result on that layout (its sums' order follows memory)
+            if any(isinstance(a, np.ndarray) and a.ndim > 1 for a in args):
+                want = kernel(*_fortran(copy.deepcopy(args)), **attrs)
+                got = kernel(*to_device(_fortran(copy.deepcopy(args))), **dev_attrs)
+                _same(name, want, got)
+
+
+POINTWISE = sorted(n for n, op in REGISTRY.items() if type(op) is Elementwise)
+DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int32, np.int64, np.float32, np.float64,
+                                np.complex128)]  # fmt: skip
+
+
+def _outcome(fn: Callable) -> tuple[Any, type | None]:
+    try:
+        with np.errstate(all="ignore"):
+            return fn(), None
+    except (TypeError, ValueError, ZeroDivisionError) as e:
+        return None, type(e)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), st.sampled_from(POINTWISE), st.sampled_from(DTYPES), st.sampled_from(DTYPES))
+def test_pointwise_kernels_agree_on_every_dtype(data, name: str, d0: np.dtype, d1: np.dtype) -> None:
+    """Pointwise kernels on device arrays of any dtype pair: NumPy's values, or NumPy's error."""
+    op = REGISTRY[name]
+    shape = data.draw(st.sampled_from([(), (0,), (1,), (3,), (2, 3)]))
+
+    def elements(d: np.dtype) -> Any:
+        if d.kind == "f":  # NaN, infinities and signed zeros included
+            return st.floats(allow_nan=True, allow_infinity=True, width=8 * d.itemsize)
+        return None
+
+    args = [data.draw(hnp.arrays(d, shape, elements=elements(d))) for d in (d0, d1, d1)][: op.arity]
+    if name == "where":
+        args[0] = args[0].astype(bool)
+    want, err = _outcome(lambda: op.kernel(*copy.deepcopy(args)))
+    got, got_err = _outcome(lambda: op.kernel(*to_device(copy.deepcopy(args))))
+    assert got_err == err, (name, err, got_err)
+    if err is None:
         _same(name, want, got)
 
 
