@@ -7,6 +7,7 @@ a view of a view is still one view of the base buffer, as in NumPy.
 
 from __future__ import annotations
 
+import operator
 from math import prod
 from typing import Any, NamedTuple
 
@@ -322,12 +323,41 @@ def update_into(out: np.ndarray, value: Any, view: View, ufunc: str, dtype: str)
     """
     fn = REGISTRY[ufunc].fn
     how = _RECIPES.get((view, out.shape))
-    target = out[how[1]] if how is not None and how[0] == "i" else materialize(out, view, writeable=True)
+    if how is not None and how[0] == "i":
+        idx = how[1]
+        if idx[-1] is Ellipsis and out.dtype.str == dtype and type(out) is np.ndarray:
+            # one element, no cast: NumPy's own `a[i] += v` (a NumPy scalar, then setitem), five
+            # times cheaper than a 0-d ufunc call (a cast goes through the array path below, which
+            # stores NaN into an integer as the three recorded nodes did, without raising)
+            idx = idx[:-1]
+            out[idx] = _SCALAR_OPS.get(fn, fn)(out[idx], value)
+            return out
+        target = out[idx]
+    else:
+        target = materialize(out, view, writeable=True)
     if out.dtype.str == dtype:
         fn(target, value, out=target)
     else:
-        target[...] = fn(target, value)
+        # as an array (a ufunc gives a 0-d result as a scalar, whose setitem checks the value)
+        target[...] = np.asarray(fn(target, value))
     return out
 
+
+#: ufunc -> the Python operator NumPy scalars implement it with (what NumPy's `a[i] += v` calls;
+#: a ufunc call on a scalar and a Python number costs five times as much)
+_SCALAR_OPS = {
+    np.add: operator.add,
+    np.subtract: operator.sub,
+    np.multiply: operator.mul,
+    np.true_divide: operator.truediv,
+    np.floor_divide: operator.floordiv,
+    np.remainder: operator.mod,
+    np.power: operator.pow,
+    np.bitwise_and: operator.and_,
+    np.bitwise_or: operator.or_,
+    np.bitwise_xor: operator.xor,
+    np.left_shift: operator.lshift,
+    np.right_shift: operator.rshift,
+}
 
 register(Update())
