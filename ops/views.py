@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ops.base import REGISTRY, Op, register
+from ops.namespace import namespace, strided_view
 from ops.node import Node
 
 Shape = tuple[int, ...]
@@ -159,6 +160,8 @@ def materialize(base: np.ndarray, view: View, writeable: bool = False) -> np.nda
     transpose, or explicit strides over a C-contiguous copy for the rest (broadcasts, reshapes).
     """
     if type(base) is not np.ndarray:
+        if namespace(base) is not np:  # a device array (CuPy): its own namespace's view of it
+            return strided_view(base, tuple(view.shape), tuple(view.strides), view.offset)
         base = np.asarray(base)
     key = (view, base.shape)
     how = _RECIPES.get(key)
@@ -311,7 +314,7 @@ class Update(Op):
 
     def kernel(self, base: np.ndarray, value: Any, *, view: View, ufunc: str, dtype: str) -> np.ndarray:
         """Copy the base, then combine the region with `value` in the copy."""
-        return update_into(np.array(base, copy=True, order="C"), value, view, ufunc, dtype)
+        return update_into(namespace(base).array(base, copy=True, order="C"), value, view, ufunc, dtype)
 
 
 def update_into(out: np.ndarray, value: Any, view: View, ufunc: str, dtype: str) -> np.ndarray:
