@@ -22,7 +22,6 @@ CuPy's module itself. Nothing is imported for it: a CuPy array's module is alrea
 from __future__ import annotations
 
 import sys
-import types
 from typing import Any
 
 import numpy as np
@@ -49,11 +48,6 @@ def namespace(*values: Any) -> Any:
     return np
 
 
-def is_host(xp: Any) -> bool:
-    """Whether a namespace is NumPy's (its arrays are host memory)."""
-    return xp is np
-
-
 def asarray_like(x: Any, like: Any, dtype: Any = None) -> Any:
     """`x` (host data or an array) as an array of `like`'s namespace: device-side constants."""
     return namespace(like).asarray(x, dtype=dtype)
@@ -72,11 +66,6 @@ def from_host(x: Any, like: Any) -> Any:
     """A host result moved next to `like` (the way back after `to_host`; NumPy: unchanged)."""
     xp = namespace(like)
     return x if xp is np else xp.asarray(x)
-
-
-def module_name(xp: Any) -> str:
-    """The namespace's name, for messages."""
-    return xp.__name__ if isinstance(xp, types.ModuleType) else getattr(xp, "__name__", repr(xp))
 
 
 def strided_view(base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:

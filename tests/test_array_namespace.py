@@ -390,6 +390,14 @@ def test_emulated_array_refuses_host_conversion() -> None:
         np.add(d, np.ones(3))
     with pytest.raises(TypeError, match="host array"):
         np.concatenate([d, np.ones(3)])
+    with pytest.raises(TypeError, match="host array"):
+        d[np.array([0, 1])]
+    with pytest.raises(TypeError, match="host array"):
+        d[:2] = np.ones(2)
+    with pytest.raises(TypeError, match="host array"):
+        np.add.at(d, [0], np.ones(1))
+    with pytest.raises(TypeError):
+        d.astype(object)
     assert isinstance(np.sum(d), EmulatedDeviceArray) and np.sum(d).shape == ()
     assert isinstance(d[0], EmulatedDeviceArray)
     assert isinstance(np.zeros(2, like=d), EmulatedDeviceArray)
