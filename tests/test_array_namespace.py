@@ -166,8 +166,34 @@ def _programs() -> list[Callable[[], Any]]:
         lambda: F.avg_pool2d(A(img), 2),
         lambda: F.cross_entropy(A(x), A(np.array([0, 3, 1]))),
         lambda: _grads(A, img, w, x, sq),
+        lambda: _window_variants(A, img, w),
+        lambda: [F.softmax(A(x.astype(np.float16)), dim=0), lg.logsumexp(A(i))],
+        lambda: [L.inv(A(sq + 1j * sq.T)), L.eigh(A(spd + 0j)), L.svd(A(c))],
+        lambda: [lg.fft.fft(A(x), n=6, norm="ortho"), lg.fft.rfftn(A(x), s=(2, 8), norm="forward")],
+        lambda: [lg.pad(A(x), ((0, 1), (2, 2)), mode="edge"), lg.pad(A(i), 1, constant_values=3)],
+        lambda: [lg.sum(A(i), axis=0), lg.mean(A(u)), lg.var(A(x), ddof=1), lg.prod(A(b), axis=1)],
+        lambda: [lg.sort(A(i), axis=None), lg.unique(A(nanx), equal_nan=False)],
     ]
     return progs
+
+
+def _window_variants(A: Callable, img: np.ndarray, w: np.ndarray) -> list:
+    """Convolution and pooling branches: groups, stride and dilation, padded and untiled windows,
+    and their gradients (col2im, masks of the first maximum, counts without padding)."""
+    xi, wi = A(img.astype(np.float64)), A(w[:, :1].astype(np.float64))
+    w3 = A(np.ones((6, 1, 2, 2)))
+    y1 = F.conv2d(xi, A(w.astype(np.float64)), stride=2, padding=1, dilation=2)
+    y2 = F.conv2d(xi, w3, groups=3, padding=(1, 0), bias=A(np.arange(6.0)))
+    y3 = F.max_pool2d(xi, 3, stride=1, padding=1)
+    y4 = F.avg_pool2d(xi, 3, stride=2, padding=1, count_include_pad=False)
+    loss = (
+        y1.sum()
+        + (y2 * y2).sum()
+        + y3.sum()
+        + y4.sum()
+        + F.conv2d(xi, wi[:3].reshape(3, 1, 3, 3), groups=3).sum()
+    )
+    return [y1, y2, y3, y4, *lg.grad(loss, [xi, w3, wi])]
 
 
 def _set_real(z: Any, re: Any) -> Any:
@@ -225,6 +251,12 @@ def _materialize(value: Any) -> None:
             _materialize(v)
 
 
+def _signature(args: tuple, attrs: dict) -> str:
+    """A call's form (operand dtypes and shapes, attributes): calls of one form are kept once."""
+    form = [(a.dtype.str, a.shape) if isinstance(a, np.ndarray) else type(a).__name__ for a in args]
+    return repr((form, sorted(attrs.items(), key=lambda kv: kv[0])))
+
+
 def _record() -> dict[str, list[tuple[tuple, dict]]]:
     """Run the programs on the reference path with every kernel wrapped to keep its calls."""
     calls: dict[str, list[tuple[tuple, dict]]] = {}
@@ -232,7 +264,7 @@ def _record() -> dict[str, list[tuple[tuple, dict]]]:
     def recorder(name: str, kernel: Callable) -> Callable:
         def call(*args: Any, **attrs: Any) -> Any:
             seen = calls.setdefault(name, [])
-            if len(seen) < 4:
+            if len(seen) < 12 and _signature(args, attrs) not in {_signature(*c) for c in seen}:
                 seen.append((copy.deepcopy(args), copy.deepcopy(attrs)))
             return kernel(*args, **attrs)
 
