@@ -38,7 +38,8 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 #: NumPy functions no device namespace has (host Python objects per element)
 _NO_DEVICE = frozenset({"frompyfunc", "vectorize", "fromfile", "load", "save", "loadtxt", "savetxt"})
-#: ndarray attributes that hand out host memory (CuPy's arrays have none of them)
+#: ndarray attributes that hand out host memory (CuPy's `.data` is a device pointer; the rest
+#: CuPy's arrays lack)
 _HOST_ONLY = frozenset(
     {"ctypes", "data", "tofile", "dump", "dumps", "__array_interface__", "__array_struct__"}
 )
