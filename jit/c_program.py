@@ -66,13 +66,21 @@ _lock = threading.Lock()
 
 
 def load(binary: Binary, entry: str = "lg_kernel") -> CpuProgram:
-    """The program of `entry` in `binary`, dlopened once per binary from its verified bytes."""
-    lib = _libs.get(binary.key)
+    """The program of `entry` in `binary`, dlopened once per binary from its verified bytes.
+
+    A kernel compiled in a batch (jit/compile_c.py's `EntryBinary`) has its own entry name in a
+    library shared with other kernels: `lg_kernel` means that entry, and the library loads once.
+    """
+    renamed = getattr(binary, "entry", None)
+    if renamed and entry == "lg_kernel":
+        entry = renamed
+    name = getattr(binary, "lib", "") or binary.key
+    lib = _libs.get(name)
     if lib is None:
         with _lock:
-            lib = _libs.get(binary.key)
+            lib = _libs.get(name)
             if lib is None:
-                lib = _libs[binary.key] = store.load_library(binary.data, binary.key)
+                lib = _libs[name] = store.load_library(binary.data, name)
     return CpuProgram(lib, entry)
 
 

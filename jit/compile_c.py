@@ -47,9 +47,14 @@ import functools
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from jit import store
 from jit.runtime import Binary
@@ -58,6 +63,22 @@ from ops.settings import SETTINGS
 
 class CompileError(RuntimeError):
     """The compiler rejected a generated kernel; the message shows the numbered source."""
+
+
+@dataclass(frozen=True)
+class EntryBinary(Binary):
+    """A kernel inside a library compiled with others: `entry` is its function, `lib` names the library.
+
+    Every kernel of one batch has the same bytes (one `lib`), so the library is loaded once.
+    """
+
+    entry: str = "lg_kernel"
+    lib: str = ""
+
+
+#: compiler processes started and kernels they compiled, in this process (tests read it)
+RUNS = {"invocations": 0, "kernels": 0, "batches": 0, "batch_failures": 0}
+_runs_lock = threading.Lock()
 
 
 def numbered(source: str) -> str:
@@ -180,21 +201,189 @@ def compile_library(source: str) -> Binary:
         raise CompileError("no C compiler found ($CC, cc, gcc, clang)")
     fl = flags()
     key = store.make_key(source, tc["id"], fl + tc["libs"], tc["arch"])
-    data = store.read(key, "so")
-    if data is None:
-        data = _compile(tc, fl, source)
-        store.put(key, "so", data, {"compiler": tc["id"], "flags": fl})
+    found = _stored(key)
+    if found is not None:
+        return found
+    return _compile_one(tc, fl, key, source)
+
+
+def _stored(key: str) -> Binary | None:
+    """The stored binary of `key` (naming its entry where a batch built it), or None."""
+    hit = store.read_info(key, "so")
+    if hit is None:
+        return None
+    data, info = hit
+    entry = info.get("entry")
+    if entry is None:
+        return Binary(data, "so", key)
+    if not isinstance(entry, str) or _ENTRY.fullmatch(entry) is None:
+        return None  # not a record this module writes: compiled again (and overwritten)
+    return EntryBinary(data, "so", key, entry, hashlib.sha256(data).hexdigest())
+
+
+def _compile_one(tc: dict, fl: list[str], key: str, source: str) -> Binary:
+    data = build_shared(tc["cc"], fl, source, tc["libs"])
+    store.put(key, "so", data, {"compiler": tc["id"], "flags": fl})
     return Binary(data, "so", key)
 
 
-def _compile(tc: dict, fl: list[str], source: str) -> bytes:
-    return build_shared(tc["cc"], fl, source, tc["libs"])
+# -- many kernels at once ---------------------------------------------------------------------
+#
+# A cold program compiles all its kernels before (or while) it first runs. Two costs add up
+# when they are compiled one after another: each compiler run starts the driver, parses the
+# prelude (<tgmath.h> and the helpers, about half of a small kernel's time) and links; and a
+# large kernel's register allocation takes seconds of one core. So the kernels whose preludes
+# are equal go into a few translation units (one compiler run and one library each, every
+# kernel's `lg_kernel` renamed to an entry named by its key), and those units compile in
+# parallel, one compiler process per core. Each kernel is stored under its own key (the whole
+# library's bytes, with its entry in the record), so a later process finds it with or without
+# batching. A unit that fails is compiled again kernel by kernel: the failing kernel gets its
+# own error, with its own numbered source, and the others their libraries.
+
+#: kernels in one translation unit at most (each is stored with the whole library's bytes)
+MAX_BATCH = 8
+#: compiler processes at once (None: the cores this process may run on)
+MAX_JOBS: int | None = None
+_ENTRY = re.compile(r"lg_k_[0-9a-f]{16}")
+_DEF = "void lg_kernel("
+
+
+def jobs() -> int:
+    """How many compiler processes run at once: one per core this process may use."""
+    if MAX_JOBS is not None:
+        return max(1, MAX_JOBS)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def compile_libraries(sources: Sequence[str]) -> list[Binary | CompileError]:
+    """The libraries of many kernels: stored ones read, the others compiled together (above).
+
+    Each result is the kernel's binary or its `CompileError`; one failure costs the others nothing.
+    """
+    tc = toolchain()
+    if tc is None:
+        raise CompileError("no C compiler found ($CC, cc, gcc, clang)")
+    fl = flags()
+    out: list[Binary | CompileError | None] = [None] * len(sources)
+    todo: dict[str, list[int]] = {}  # key -> positions (a source given twice compiles once)
+    for i, src in enumerate(sources):
+        key = store.make_key(src, tc["id"], fl + tc["libs"], tc["arch"])
+        if key in todo:
+            todo[key].append(i)
+            continue
+        found = _stored(key)
+        if found is not None:
+            out[i] = found
+        else:
+            todo[key] = [i]
+    if todo:
+        groups = plan_batches([(k, sources[ix[0]]) for k, ix in todo.items()], jobs())
+        if len(groups) == 1:
+            done = [_build_group(tc, fl, groups[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(jobs(), len(groups))) as pool:
+                done = list(pool.map(lambda g: _build_group(tc, fl, g), groups))
+        for results in done:
+            for key, r in results:
+                for i in todo[key]:
+                    out[i] = r
+    return out  # type: ignore[return-value]
+
+
+def plan_batches(items: list[tuple[str, str]], njobs: int) -> list[list[tuple[str, str]]]:
+    """(key, source) pairs in translation units: equal preludes together, balanced over `njobs`.
+
+    A source whose entry cannot be renamed safely (not exactly one `lg_kernel`) is a unit alone.
+    Units are filled largest source first into the lightest one (source length stands for time).
+    """
+    units: list[list[tuple[str, str]]] = []
+    by_prelude: dict[str, list[tuple[str, str]]] = {}
+    for key, src in items:
+        at = src.find(_DEF)
+        if at < 0 or src.count("lg_kernel") != 1:
+            units.append([(key, src)])
+        else:
+            by_prelude.setdefault(src[:at], []).append((key, src))
+    for members in by_prelude.values():
+        members.sort(key=lambda ks: -len(ks[1]))
+        n = max(min(njobs, len(members)), -(-len(members) // MAX_BATCH))
+        bins: list[list[tuple[str, str]]] = [[] for _ in range(n)]
+        load = [0] * n
+        for ks in members:
+            free = [b for b in range(n) if len(bins[b]) < MAX_BATCH]
+            b = min(free, key=lambda j: load[j])
+            bins[b].append(ks)
+            load[b] += len(ks[1])
+        units += [b for b in bins if b]
+    return units
+
+
+def batch_source(unit: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    """One translation unit of kernels sharing a prelude, and each kernel's entry name."""
+    prelude = unit[0][1][: unit[0][1].find(_DEF)]
+    line = prelude.count("\n") + 1
+    parts, entries = [prelude], []
+    for key, src in unit:
+        entry = f"lg_k_{key[:16]}"
+        body = src[len(prelude) :]
+        # diagnostics name the kernel and its own line numbers
+        parts.append(f'#line {line} "kernel-{key[:16]}.c"\n')
+        parts.append(body.replace(_DEF, f"void {entry}(", 1))
+        parts.append("" if body.endswith("\n") else "\n")
+        entries.append(entry)
+    return "".join(parts), entries
+
+
+def _build_group(
+    tc: dict, fl: list[str], unit: list[tuple[str, str]]
+) -> list[tuple[str, Binary | CompileError]]:
+    """Compile one unit (one compiler run); a failed unit is compiled again kernel by kernel."""
+    if len(unit) > 1:
+        text, entries = batch_source(unit)
+        try:
+            data = build_shared(tc["cc"], fl, text, tc["libs"], what="C (batch)", count=len(unit))
+        except CompileError:
+            with _runs_lock:
+                RUNS["batch_failures"] += 1
+        else:
+            with _runs_lock:
+                RUNS["batches"] += 1
+            lib = hashlib.sha256(data).hexdigest()
+            results: list[tuple[str, Binary | CompileError]] = []
+            for (key, _), entry in zip(unit, entries):
+                store.put(
+                    key, "so", data, {"compiler": tc["id"], "flags": fl, "entry": entry, "kernels": len(unit)}
+                )
+                results.append((key, EntryBinary(data, "so", key, entry, lib)))
+            return results
+    results = []
+    for key, src in unit:
+        try:
+            results.append((key, _compile_one(tc, fl, key, src)))
+        except CompileError as e:
+            results.append((key, e))
+    return results
 
 
 def build_shared(
-    compiler: str, fl: list[str], source: str, libs: list[str], suffix: str = ".c", what: str = "C"
+    compiler: str,
+    fl: list[str],
+    source: str,
+    libs: list[str],
+    suffix: str = ".c",
+    what: str = "C",
+    count: int = 1,
 ) -> bytes:
-    """The bytes of the shared library `compiler` builds from `source` (C, or C++ for the emulation)."""
+    """The bytes of the shared library `compiler` builds from `source` (C, or C++ for the emulation).
+
+    `count` is how many kernels the source holds (counted in `RUNS`).
+    """
+    with _runs_lock:
+        RUNS["invocations"] += 1
+        RUNS["kernels"] += count
     with tempfile.TemporaryDirectory(prefix="lazygraph-cc-") as d:
         src = os.path.join(d, "kernel" + suffix)
         so = os.path.join(d, "kernel.so")

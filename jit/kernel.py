@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -109,6 +109,30 @@ def _warn_no_compiler() -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+class Shaped(NamedTuple):
+    """What a launch's layout reads of an array, without the array (`FusedKernel.plan`)."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    itemsize: int
+    size: int
+
+    @staticmethod
+    def of(a: np.ndarray) -> Shaped:
+        """An existing array's."""
+        return Shaped(a.shape, a.strides, a.itemsize, a.size)
+
+    @staticmethod
+    def contiguous(shape: tuple[int, ...], dtype: Any) -> Shaped:
+        """A C-contiguous array's (what `np.empty` gives)."""
+        item = np.dtype(dtype).itemsize
+        strides, step = [], item
+        for d in reversed(shape):
+            strides.append(step)
+            step *= max(d, 1)
+        return Shaped(tuple(shape), tuple(reversed(strides)), item, int(np.prod(shape, dtype=np.int64)))
 
 
 class Variant(NamedTuple):
@@ -319,6 +343,20 @@ class FusedKernel:
                 self._build(be, key)
 
     def _build(self, be: Backend, key: tuple[str, Layout, tuple]) -> Variant:
+        src = self._render(be, key)
+        try:
+            binary = be.compile(src.text, "lazygraph_kernel")
+        except compile_c.CompileError as e:
+            raise compile_c.CompileError(f"JIT kernel ({self.label()}) for {be.name}: {e}") from None
+        return self._install(be, key, src, binary)
+
+    def label(self) -> str:
+        """The kernel's operators, for messages (`LAZYGRAPH_DEBUG` output, compile errors)."""
+        more = ", ..." if len(self.names) > 8 else ""
+        return f"{len(self.names)} ops: {', '.join(self.names[:8])}{more}"
+
+    def _render(self, be: Backend, key: tuple[str, Layout, tuple]) -> generate.Source:
+        """The source of one variant (printed at LAZYGRAPH_DEBUG=3)."""
         _, layout, mode = key
         src = generate.GENERATORS[be.language].render(self.spec, layout, mode)
         if debug_level() >= 3:
@@ -326,11 +364,44 @@ class FusedKernel:
                 f"JIT kernel for {be.name} ({len(self.names)} ops: {', '.join(self.names)})\n"
                 f"{src.explain}\n{compile_c.numbered(src.text)}"
             )
-        program = be.load(be.compile(src.text, "lazygraph_kernel"), "lg_kernel", src.scalars)
+        return src
+
+    def _install(
+        self, be: Backend, key: tuple[str, Layout, tuple], src: generate.Source, binary: Any
+    ) -> Variant:
+        """Load a compiled variant and publish it (the caller holds `_lock`)."""
+        program = be.load(binary, "lg_kernel", src.scalars)
         if be.name == "cpu":
             launch.prepare()  # the launcher, built once per machine like a kernel
         v = self.variants[key] = Variant(program, src.result, src.text, src.launch)
         return v
+
+    def plan(self, be: Backend, args: Sequence[Shaped | None], min_size: int = 0) -> tuple | None:
+        """The variant key a launch with arrays of these shapes and strides would use (None: none).
+
+        `args` follows `Region.inputs` (None for scalars); the outputs are taken as fresh
+        C-contiguous arrays, as the launch allocates them (a planned `out=` buffer is one too).
+        Mirrors `_launch`: None where that launch would not compile (small sizes, empty axes).
+        """
+        if min_size and not launch.FAST:
+            min_size = max(min_size, launch.CTYPES_MIN_SIZE)
+        spec = self.spec
+        arrays = [a for (kind, _), a in zip(spec.arg_of_input, args) if kind != "scalar"]
+        if any(a is None for a in arrays):
+            return None
+        sizes = self._sizes(arrays)
+        outs = []
+        for _, ai in spec.outputs:
+            shp = tuple(1 if r < 0 else sizes[r] for r in spec.arrays[ai].roots)
+            outs.append(Shaped.contiguous(shp, spec.arrays[ai].dtype))
+        size = max([a.size for a in arrays + outs] + [1 if args else 0])
+        if size < min_size or any(sizes[a] == 0 for a in spec.K):
+            return None
+        allarr = arrays + outs
+        strides = lay.axis_strides(spec, allarr)  # type: ignore[arg-type]
+        layout = lay.make_layout(spec, sizes, strides)
+        ints = lay.loop_args(spec, layout, sizes, strides)
+        return (be.name, layout, generate.GENERATORS[be.language].mode(layout, ints))
 
     def layout_for(self, arrays: list[Any]) -> tuple[Layout, dict[int, int], list[dict[int, int]]]:
         """Layout, axis sizes and strides for input arrays plus output arrays of the right shapes."""
@@ -378,6 +449,43 @@ def compile_region(region: Region) -> FusedKernel:
             if k is None:
                 k = _kernels[sig] = FusedKernel(region)
     return k
+
+
+def prefetch(work: Sequence[tuple[FusedKernel, Sequence[Shaped | None]]], min_size: int = 0) -> int:
+    """Compile, together, the CPU variants that launches with these arguments will need.
+
+    A program's kernels otherwise compile one at a time at their first launches, each waiting
+    for the one before; here the missing ones are rendered, then built by
+    `compile_c.compile_libraries` (few compiler runs, in parallel over the cores). A kernel
+    that fails to compile is left out: its launch compiles it alone and raises its error
+    there, as without prefetching. Returns how many variants were installed.
+    """
+    be = get_backend("cpu")
+    if not work or not be.available():
+        return 0
+    todo: dict[tuple, tuple[FusedKernel, tuple]] = {}
+    for k, args in work:
+        vkey = k.plan(be, args, min_size)
+        if vkey is not None and vkey not in k.variants:
+            todo.setdefault((id(k), vkey), (k, vkey))
+    if not todo:
+        return 0
+    pairs = list(todo.values())
+    srcs = [k._render(be, vkey) for k, vkey in pairs]
+    before = dict(compile_c.RUNS)
+    results = compile_c.compile_libraries([s.text for s in srcs])
+    n = 0
+    for (k, vkey), src, r in zip(pairs, srcs, results):
+        if isinstance(r, Exception):
+            continue
+        with k._lock:
+            if vkey not in k.variants:
+                k._install(be, vkey, src, r)
+                n += 1
+    if debug_level() >= 2:
+        runs = compile_c.RUNS["invocations"] - before["invocations"]
+        log(f"JIT prefetch: {n} of {len(pairs)} kernel variants ready, {runs} compiler runs")
+    return n
 
 
 def kernel_count() -> int:

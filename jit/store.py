@@ -96,7 +96,7 @@ def _valid_record(record: object, key: str, ext: str) -> bool:
     )
 
 
-def _load(key: str, ext: str) -> tuple[Path, bytes] | None:
+def _load(key: str, ext: str) -> tuple[Path, bytes, dict] | None:
     if _HEX64.fullmatch(key) is None or ext not in EXTS:
         return None
     d = _dir()
@@ -125,7 +125,7 @@ def _load(key: str, ext: str) -> tuple[Path, bytes] | None:
     except OSError as e:
         storage.failed(storage.cache_root(), e, "reading a compiled kernel")
         return None
-    return bin_path, data
+    return bin_path, data, record["info"]
 
 
 def get(key: str, ext: str) -> Path | None:
@@ -138,6 +138,12 @@ def read(key: str, ext: str) -> bytes | None:
     """The verified bytes stored under `key`, or None (missing or bad entries are dropped)."""
     hit = _load(key, ext)
     return None if hit is None else hit[1]
+
+
+def read_info(key: str, ext: str) -> tuple[bytes, dict] | None:
+    """`read` plus the record's `info` (a batch-compiled library names its kernel's entry there)."""
+    hit = _load(key, ext)
+    return None if hit is None else (hit[1], hit[2])
 
 
 def clear() -> int:

@@ -25,16 +25,22 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 import optimizer
 from cache.graph import Graph
 from cache.key import Walk
 from cache.recipe import Recipe, RecipeError
 from cache.tgraph import TransformationGraph
 from jit import background
+from jit import kernel as jit_kernel
+from jit.kernel import Shaped
 from lazygraph import debug
 from lazygraph.engine import lower_fusion, lower_window, memory, overlap, region_check
 from lazygraph.engine.program import FunctionKernel, Kernel, OpKernel, Program
 from ops.base import REGISTRY
+from ops.node import Node
+from ops.settings import SETTINGS
 from optimizer import fold, library
 from optimizer.registry import Pass
 from optimizer.rewrite.report import REPORT
@@ -223,3 +229,89 @@ def compile_graph(
 def fingerprint(lowering: dict[str, Pass]) -> str:
     """What cached entries depend on of the passes: names and priorities, lowering included."""
     return optimizer.fingerprint(passes(lowering))
+
+
+# -- the program's kernels, compiled before its first run ------------------------------------
+
+
+def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[jit_kernel.FusedKernel, list]]:
+    """Each CPU region step's kernel with the shapes and strides its first launch will see.
+
+    Leaves are the arrays themselves; a region's values are fresh C-contiguous arrays (so is
+    the planner's `out=` buffer), and so are a library call's and a window kernel's, and an
+    operator's when all its array inputs are, unless it makes views. Anything else (views,
+    memo and superoptimizer steps) is unknown, and a region reading an unknown value is left
+    to compile at its launch.
+    """
+    known: dict[int, Shaped] = {}
+    leaf_slots = set()
+    for q, p in program.leaves:
+        leaf_slots.add(q)
+        b = nodes[p].buffer
+        if type(b) is np.ndarray:
+            known[q] = Shaped.of(b)
+    work = []
+    for s in program.steps:
+        k = s.kernel
+        if isinstance(k, lower_fusion.RegionKernel):
+            if k.device is not None:
+                continue
+            spec = k.fused.spec
+            args = [
+                None if kind == "scalar" else known.get(q) for q, (kind, _) in zip(s.ins, spec.arg_of_input)
+            ]
+            if all(a is not None for a, (kind, _) in zip(args, spec.arg_of_input) if kind != "scalar"):
+                work.append((k.fused, args))
+        elif isinstance(k, OpKernel):
+            # NumPy keeps its inputs' memory order (and views are views): a fresh C-contiguous
+            # value only from C-contiguous inputs (a leaf that is not an array is a scalar)
+            if k.op.kind in _NOT_FRESH or not all(
+                _contiguous(known[q]) if q in known else q in leaf_slots for q in s.ins
+            ):
+                continue
+        elif s.recipe is None or s.recipe.ctor not in _ALLOCATING:
+            continue
+        if s.recover is None:
+            node = nodes[s.src]
+            shape, dtype = node.shape, node.dtype
+        else:
+            _, shape, dtype = s.recover(nodes)
+        known[s.outs[0]] = Shaped.contiguous(tuple(shape), dtype)
+        for slot, shape_of, dt in s.more or ():
+            known[slot] = Shaped.contiguous(tuple(shape_of(nodes)), dt)
+    return work
+
+
+#: operator kinds whose value may be a view or a write through one
+_NOT_FRESH = frozenset({"movement", "view", "assign", "other"})
+#: step constructors whose value is a fresh C-contiguous array (GEMM, window kernels)
+_ALLOCATING = frozenset({"library", "jit_window"})
+
+
+def _contiguous(a: Shaped) -> bool:
+    """C-contiguous (unit dimensions' strides do not matter, as for NumPy's flag)."""
+    step = a.itemsize
+    for d, st in zip(reversed(a.shape), reversed(a.strides)):
+        if d != 1 and st != step:
+            return False
+        step *= d
+    return True
+
+
+def prepare(program: Program, nodes: list[Node], now: bool = False) -> None:
+    """Compile a new program's fused kernels together before its first run (jit.kernel.prefetch).
+
+    With background compilation on (and not `now`) this is one job on the worker: the launches
+    meanwhile run on NumPy as before and switch when the kernels are ready; otherwise it runs
+    here, so the first run finds its kernels built.
+    """
+    if not SETTINGS.jit:
+        return
+    work = region_arguments(program, nodes)
+    if not work:
+        return
+    min_size = SETTINGS.jit_min_size
+    if now or not background.enabled():
+        jit_kernel.prefetch(work, min_size)
+    else:
+        background.submit(("prefetch", id(program)), lambda: jit_kernel.prefetch(work, min_size))

@@ -182,6 +182,8 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
         if program is None:
             keep = memoized(w)
             program, entry, outcome = _miss(engine, w, key, entry, mode, opt, verbose, keep, dev)
+    if outcome != "hit":  # a new program: its kernels compile together, before (or beside) the run
+        compiler.prepare(program, w.nodes)
     attempt.program = program
     # collectives send the structure's digest with their arrival message (ranks must agree)
     collective.set_structure(

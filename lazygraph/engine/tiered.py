@@ -116,6 +116,9 @@ def _finish(
             f"background optimization failed, the time-boxed program stays: {type(e).__name__}: {e}", at=1
         )
         raise
+    # its kernels compile here, together, so the program that replaces the partial one runs
+    # compiled from its first launch (a kernel whose layout was not foreseen compiles at launch)
+    compiler.prepare(program, w.nodes, now=True)
     entry.replace(partial, program.tgraph, program)
     with engine.stats.lock:
         entry.optimize_seconds += time.perf_counter() - t
