@@ -41,10 +41,12 @@ F = lg.nn.functional
 EXEMPT = {
     "buffer": "a leaf: its value is its buffer, no kernel runs",
     "scalar": "a leaf: its value is its Python scalar, no kernel runs",
-    "memo": "the fold pass's memoized constant (optimizer/fold.py): a stored value, no computation",
-    "library": "the optimizer's library call (optimizer/library.py): dispatches to a backend's GEMM/conv",
-    "superopt": "the superoptimizer's pseudo-operator: rewritten away before any kernel runs",
-    "slice_axis": "the superoptimizer's pseudo-operator: rewritten away before any kernel runs",
+    "memo": "the fold pass's steps (optimizer/fold.py): its kernel raises, they run through their constructor",
+    "library": "library steps (optimizer/library.py): its kernel raises, a backend's GEMM/conv call runs them",
+    "superopt": "the superoptimizer's steps: its kernel raises, they run through their constructor",
+    # NOT namespace-clean yet: optimizer/superopt/pseudo.py is outside ops/ (its kernel is
+    # `np.asarray(x)[piece]`; `x[piece]` would be); listed so the gap stays visible
+    "slice_axis": "the superoptimizer's split piece, defined in optimizer/ (see the comment above)",
     "collective_start": "posts a transfer to an MPI/NCCL transport: communication, not computation",
     "collective_wait": "completes a transport's transfer: communication, not computation",
 }
