@@ -44,9 +44,6 @@ EXEMPT = {
     "memo": "the fold pass's steps (optimizer/fold.py): its kernel raises, they run through their constructor",
     "library": "library steps (optimizer/library.py): its kernel raises, a backend's GEMM/conv call runs them",
     "superopt": "the superoptimizer's steps: its kernel raises, they run through their constructor",
-    # NOT namespace-clean yet: optimizer/superopt/pseudo.py is outside ops/ (its kernel is
-    # `np.asarray(x)[piece]`; `x[piece]` would be); listed so the gap stays visible
-    "slice_axis": "the superoptimizer's split piece, defined in optimizer/ (see the comment above)",
     "collective_start": "posts a transfer to an MPI/NCCL transport: communication, not computation",
     "collective_wait": "completes a transport's transfer: communication, not computation",
 }
@@ -295,8 +292,8 @@ class _Rank1:
 
 
 def _hand_written(calls: dict) -> None:
-    """Kernels no reference-path program reaches: the optimizer's library steps, the sharding
-    steps of collectives (they read only the transport's rank)."""
+    """Kernels no reference-path program reaches: the optimizer's library steps and split pieces,
+    the sharding steps of collectives (they read only the transport's rank)."""
     r = _rng()
     x = r.standard_normal((2, 3, 5, 5))
     w = r.standard_normal((4, 3, 3, 3))
@@ -309,6 +306,8 @@ def _hand_written(calls: dict) -> None:
     shard = {"axis": 1, "world": 2, "transport": "namespace-test"}
     calls["collective_shard"] = [((r.standard_normal((3, 4)),), shard)]
     calls["collective_unshard"] = [((r.standard_normal((3, 2)),), shard)]
+    # the superoptimizer's split piece (optimizer/superopt/pseudo.py): made by rewrites only
+    calls["slice_axis"] = [((r.standard_normal((3, 6)),), {"axis": 1, "start": 2, "stop": 5})]
 
 
 @pytest.fixture(scope="module")
