@@ -470,8 +470,15 @@ def prefetch(work: Sequence[tuple[FusedKernel, Sequence[Shaped | None]]], min_si
             todo.setdefault((id(k), vkey), (k, vkey))
     if not todo:
         return 0
-    pairs = list(todo.values())
-    srcs = [k._render(be, vkey) for k, vkey in pairs]
+    pairs, srcs = [], []
+    for k, vkey in todo.values():
+        try:
+            srcs.append(k._render(be, vkey))
+        except Exception:  # noqa: BLE001  (its launch renders it again and raises there)
+            continue
+        pairs.append((k, vkey))
+    if not pairs:
+        return 0
     before = dict(compile_c.RUNS)
     results = compile_c.compile_libraries([s.text for s in srcs])
     n = 0

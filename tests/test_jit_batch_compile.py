@@ -218,3 +218,12 @@ def test_tiered_mode_compiles_the_batch_in_the_background(cold, monkeypatch) -> 
     np.testing.assert_allclose(_program(a, w), first, rtol=2e-5, atol=1e-6)
     assert lg.jit_wait(timeout=120)
     assert _delta(before)["invocations"] == 0
+
+
+def test_debug_output_shows_each_kernel_once_and_the_batch(cold, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("LAZYGRAPH_DEBUG", "3")
+    a, w = _inputs()
+    _program(a, w)
+    err = capsys.readouterr().err
+    assert err.count("JIT kernel for cpu") == len(STAGES)  # rendered once each, before the run
+    assert f"JIT prefetch: {len(STAGES)} of {len(STAGES)} kernel variants ready, 2 compiler runs" in err
