@@ -26,9 +26,14 @@ import threading
 import warnings
 import weakref
 from collections import Counter
+from itertools import chain
+from sys import getrefcount
 from typing import Any
 
+import numpy as np
+
 from ops.node import Node
+from ops.views import View, materialize, write_into
 
 #: most pending values a storage remembers (the evaluated one is always kept): a loop that
 #: overwrites an array many times without evaluating it must not hold every old graph
@@ -230,3 +235,146 @@ def origin_of(nodes: list[Node], slots: list[int]) -> str | None:
         if where is not None:
             return where
     return None
+
+
+# -- writes into an evaluated array's buffer (no whole-buffer copy) ---------------------------
+#
+# `u[1:-1, 1:-1] = f(u)` on an evaluated `u` would copy u's whole buffer, because the old node
+# keeps its value for anyone who still reads it and for rollback. When nobody can read it any
+# more (checked by `may_overwrite`), the engine writes into the buffer itself and first saves
+# only the region it overwrites; a run that fails puts the regions back (`undo`), so rollback
+# stays exact.
+
+#: buffers smaller than this are copied as before: the copy costs less than the checks
+LEAF_WRITE_MIN = 1 << 16
+
+
+def may_overwrite(nodes: list[Node], p: int, q: int, vals: list, step: int, last: dict[int, int]) -> bool:
+    """Whether step `step` may write into leaf `nodes[p]`'s buffer (`vals[q]`) instead of a copy.
+
+    Yes when nothing outside this run can read the old value again: the node is no array's
+    value (`users`), nothing but this graph's consumers and the write histories of arrays this
+    run computes refers to it, and every view of the buffer among the run's values is a leaf
+    view (`u[2:, 1:-1]` of the stencil) that no later step reads and that is held as the node
+    alone. `last` is each leaf slot's last reading step (-1: none).
+    """
+    buf = vals[q]
+    node = nodes[p]
+    if (
+        type(buf) is not np.ndarray
+        or node.buffer is not buf
+        or buf.base is not None
+        or buf.nbytes < LEAF_WRITE_MIN
+        or not buf.flags.c_contiguous
+        or node.users
+        or node.requires_grad
+        or node.static
+    ):
+        return False
+    del node
+    views = _leaf_views(nodes, q, vals, step, last)
+    # the buffer is held by the node, its slot, one per view, `buf` and getrefcount's argument
+    if views is None or getrefcount(buf) != 4 + len(views):
+        return False
+    hist = history_refs()
+    if hist.get(id(nodes[p])) and not _histories_committed(nodes, p):
+        return False
+    consumers = Counter(map(id, chain.from_iterable([n.inputs for n in nodes])))
+    return not _held_outside(nodes, [p, *views], consumers, hist)
+
+
+def _leaf_views(nodes: list[Node], q: int, vals: list, step: int, last: dict[int, int]) -> list[int] | None:
+    """The P slots of the leaf views of `vals[q]` this run holds (None: one is read later or held)."""
+    buf = vals[q]
+    slots = []
+    for k in range(len(vals)):
+        x = vals[k]
+        if k != q and type(x) is np.ndarray and x.base is buf:
+            if last.get(k, step + 1) > step:
+                return None  # a step output, or a leaf read later: it must keep the old values
+            if getrefcount(x) > 4:  # its slot, its node, `x` and the argument: no user holds it
+                return None
+            slots.append(id(x))
+    if not slots:
+        return []
+    found = {}
+    for lp in range(len(nodes)):
+        b = nodes[lp].buffer
+        if type(b) is np.ndarray and b.base is buf:
+            found[id(b)] = lp
+    views = []
+    for k in slots:
+        lp = found.get(k)
+        if lp is None or nodes[lp].users:
+            return None
+        views.append(lp)
+    return views
+
+
+def _histories_committed(nodes: list[Node], p: int) -> bool:
+    """Whether every array whose write history holds `nodes[p]` gets its value from this run.
+
+    Such an array's history is forgotten when the run succeeds (`commit`), so none can go
+    back to the overwritten value; a `.grad` history never does.
+    """
+    node = nodes[p]
+    interior = {id(n) for n in nodes if n.buffer is None}
+    for s in _storages():
+        if s.hist is not None and any(h is node for h in s.hist) and id(s.node) not in interior:
+            return False
+        if s.ghist is not None and any(h is node for h in s.ghist):
+            return False
+    return True
+
+
+def _held_outside(nodes: list[Node], ps: list[int], consumers: Counter, hist: Counter) -> bool:
+    """Whether something beyond the graph's consumers and the histories refers to these nodes."""
+    probe = [object()]  # the same access pattern on an object only a list holds: the baseline
+    for obj in probe:
+        baseline = getrefcount(obj)
+    for p in ps:
+        n = nodes[p]  # `nodes`, `n` and the argument, as the probe's list, `obj` and the argument
+        if getrefcount(n) > baseline + consumers.get(id(n), 0) + hist.get(id(n), 0):
+            return True
+    return False
+
+
+def overwrite(node: Node, buf: np.ndarray, view: View, log: list) -> None:
+    """Before a step writes `view` of the leaf's buffer: save the region (for `undo`), allow writes.
+
+    The node gives up the buffer for the rest of the run, so the buffer is held once and
+    the run's next write into it goes in place too; `undo` gives it back.
+    """
+    log.append((node, buf, view, materialize(buf, view).copy(), buf.flags.writeable))
+    LOGGED[id(buf)] = LOGGED.get(id(buf), 0) + 1
+    buf.setflags(write=True)
+    node.buffer = None
+
+
+#: id of a buffer -> how many references to it undo logs hold (the engine's in-place checks
+#: count a buffer's holders: these do not stop a write)
+LOGGED: dict[int, int] = {}
+
+
+def _unlog(buf: np.ndarray) -> None:
+    k = id(buf)
+    n = LOGGED.pop(k, 1) - 1
+    if n:
+        LOGGED[k] = n
+
+
+def forget(log: list) -> None:
+    """The run succeeded: its writes into leaf buffers stay, their saved regions go."""
+    while log:
+        _unlog(log.pop()[1])
+
+
+def undo(log: list) -> None:
+    """A run failed after writing into leaf buffers: put back every saved region, newest first."""
+    while log:
+        node, buf, view, saved, writeable = log.pop()
+        _unlog(buf)
+        buf.setflags(write=True)
+        write_into(buf, view, saved)
+        node.buffer = buf
+        buf.setflags(write=writeable)

@@ -28,7 +28,9 @@ import numpy as np
 
 from cache.recipe import Recipe, RecipeError, compile_expr
 from cache.tgraph import TransformationGraph
+from lazygraph import txn
 from lazygraph.engine.meter import Layout, Meter, owner
+from lazygraph.txn import LOGGED
 from ops.base import REGISTRY
 from ops.movement import write_through
 from ops.node import Node
@@ -125,6 +127,8 @@ class Program:
         "first_value",
         "n_values",
         "inplace",
+        "leaf_last",
+        "leaf_write",
         "layouts",
         "memory",
     )
@@ -190,16 +194,18 @@ class Program:
             n += len(s.outs)
         self.n_values = n
         self.inplace = []
-        for s, d in zip(self.steps, dies):
+        leaf_p = dict(self.leaves)
+        #: per leaf slot, its last reading step (-1: none), for txn.may_overwrite
+        self.leaf_last = {q: last.get(q, -1) for q in leaf_p}
+        #: per step: (leaf slot, P slot) when it writes into an evaluated base it reads last
+        self.leaf_write = []
+        for i, (s, d) in enumerate(zip(self.steps, dies)):
             s.dies = tuple(d)
             base = s.ins[0] if s.ins else -1
-            self.inplace.append(
-                s.kernel.in_place is not None
-                and s.src >= 0
-                and base in self.pos
-                and base in d
-                and base not in s.ins[1:]
-            )
+            writes = s.kernel.in_place is not None and s.src >= 0 and base not in s.ins[1:]
+            self.inplace.append(writes and base in self.pos and base in d)
+            last_read = writes and base in leaf_p and last[base] == i
+            self.leaf_write.append((base, leaf_p[base]) if last_read else None)
         self.refresh()
 
     def refresh(self) -> None:
@@ -222,7 +228,30 @@ class Program:
         take = give = pool = into = None
         if layout is not None:
             take, give, into, pool = layout.take, layout.give, layout.into, [None] * layout.nbuf
-        inplace = self.inplace
+        inplace, leaf_write, log = self.inplace, self.leaf_write, []
+        try:
+            self._run(nodes, keep, vals, inplace, leaf_write, log, take, give, into, pool)
+        except BaseException:
+            txn.undo(log)  # a failed run leaves the evaluated buffers it wrote into as they were
+            raise
+        if log:
+            txn.forget(log)
+        return vals
+
+    def _run(
+        self,
+        nodes: list[Node],
+        keep: set[int],
+        vals: list,
+        inplace: list,
+        leaf_write: list,
+        log: list,
+        take: Any,
+        give: Any,
+        into: Any,
+        pool: Any,
+    ) -> None:
+        """`run`'s loop (its caller undoes the writes into evaluated buffers when it fails)."""
         for i, (fn, ins, out, src, recover, dies, more) in enumerate(self.program):
             if recover is None:
                 node = nodes[src]
@@ -233,6 +262,10 @@ class Program:
                 v = None
                 if inplace[i] and ins[0] not in keep:
                     v = self.steps[i].kernel.in_place(vals, ins, dtype, attrs)
+                elif leaf_write[i] is not None:
+                    v = self._leaf_write(i, nodes, vals, dtype, attrs, log)
+                if v is not None:
+                    pass
                 elif take is not None and take[i] >= 0:
                     o = pool[take[i]]
                     if o is not None:
@@ -272,7 +305,24 @@ class Program:
                 if getrefcount(o) == 2 and o.base is None and o.flags.writeable and o.flags.c_contiguous:
                     pool[b] = o
                 del o
-        return vals
+
+    def _leaf_write(
+        self, i: int, nodes: list[Node], vals: list, dtype: np.dtype, attrs: dict, log: list
+    ) -> Any:
+        """Step i's write into the evaluated buffer it reads last, when nothing else can read its
+        old value (txn.may_overwrite); the region is saved first so a failed run can undo it.
+        None: the step copies the buffer."""
+        q, p = self.leaf_write[i]
+        view = attrs.get("view")
+        if view is None or attrs.get("index") is not None or getattr(vals[q], "dtype", None) != dtype:
+            return None
+        if not txn.may_overwrite(nodes, p, q, vals, i, self.leaf_last):  # (holds no reference)
+            return None
+        base = vals[q]
+        txn.overwrite(nodes[p], base, view, log)
+        vals[q] = None  # the buffer is now held once: the run's next write into it goes in place
+        step = self.steps[i]
+        return step.kernel.in_place(vals, step.ins, dtype, attrs, base)
 
     def run_observed(
         self,
@@ -296,7 +346,33 @@ class Program:
         take = give = pool = into = None
         if layout is not None:
             take, give, into, pool = layout.take, layout.give, layout.into, [None] * layout.nbuf
-        inplace, first_value = self.inplace, self.first_value
+        log: list = []
+        try:
+            reused, written = self._run_observed(nodes, keep, vals, take, give, into, pool, meter, trace, log)
+        except BaseException:
+            txn.undo(log)  # as `run`
+            raise
+        if log:
+            txn.forget(log)
+        if meter is not None:
+            meter.reused, meter.inplace = reused, written
+        return vals
+
+    def _run_observed(
+        self,
+        nodes: list[Node],
+        keep: set[int],
+        vals: list,
+        take: Any,
+        give: Any,
+        into: Any,
+        pool: Any,
+        meter: Meter | None,
+        trace: Callable | None,
+        log: list,
+    ) -> tuple[int, int]:
+        """`run_observed`'s loop; returns (buffers reused, in-place writes)."""
+        inplace, first_value, leaf_write = self.inplace, self.first_value, self.leaf_write
         reused = written = 0
         for i, step in enumerate(self.steps):
             fn, ins, out, src, recover, dies, more = self.program[i]
@@ -311,6 +387,11 @@ class Program:
                 if inplace[i] and ins[0] not in keep:
                     v = step.kernel.in_place(vals, ins, dtype, attrs)
                     written += v is not None
+                elif leaf_write[i] is not None:
+                    v = self._leaf_write(i, nodes, vals, dtype, attrs, log)
+                    written += v is not None
+                if v is not None:
+                    pass
                 elif take is not None and take[i] >= 0:
                     o = pool[take[i]]
                     if o is not None:
@@ -356,9 +437,7 @@ class Program:
                     if meter is not None:
                         meter.pooled(o)
                 del o
-        if meter is not None:
-            meter.reused, meter.inplace = reused, written
-        return vals
+        return reused, written
 
 
 def _further(v: Any, more: tuple, vals: list, nodes: list[Node], step: Step) -> np.ndarray:
@@ -398,7 +477,9 @@ def _dying_base(vals: list, ins: tuple, dtype: np.dtype) -> np.ndarray | None:
         or not base.flags.c_contiguous
     ):
         return None
-    if getrefcount(base) == 4:
+    # references an undo log holds (txn.overwrite) are not holders that read the buffer
+    held = 3 + LOGGED.get(id(base), 0) if LOGGED else 3
+    if getrefcount(base) == held + 1:
         value = vals[ins[1]]
         if type(value) is np.ndarray and value.base is base and getrefcount(value) == 3:
             # the value is a view of the base that only `vals` holds (`u[:, 0] = u[:, 1]`): a
@@ -406,23 +487,25 @@ def _dying_base(vals: list, ins: tuple, dtype: np.dtype) -> np.ndarray | None:
             vals[ins[1]] = value = value.copy()
         del value
     # held by `vals`, `base` and getrefcount's argument only: no view, memo or user shares it
-    if getrefcount(base) != 3:
+    if getrefcount(base) != held:
         return None
     return base
 
 
-def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np.ndarray | None:
-    """`assign` writing into its dying base when nothing else holds the base (else None: copy)."""
-    base = _dying_base(vals, ins, dtype)
+def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict, base: Any = None) -> Any:
+    """`assign` writing into its dying base when nothing else holds the base (else None: copy).
+
+    `base`: a buffer the caller found free to write (`Program._leaf_write`)."""
+    base = _dying_base(vals, ins, dtype) if base is None else base
     if base is None:
         return None
     idx = tuple(vals[k] for k in ins[2:])
     return write_through(base, vals[ins[1]], idx, attrs.get("view"), attrs.get("index"))
 
 
-def _update_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict) -> np.ndarray | None:
+def _update_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict, base: Any = None) -> Any:
     """`update` (`a[i] += v`) combining into its dying base's region (else None: copy)."""
-    base = _dying_base(vals, ins, dtype)
+    base = _dying_base(vals, ins, dtype) if base is None else base
     if base is None:
         return None
     return update_into(base, vals[ins[1]], attrs["view"], attrs["ufunc"], attrs["dtype"])
