@@ -29,12 +29,10 @@ import numpy as np
 from cache.recipe import Recipe, RecipeError, compile_expr
 from cache.tgraph import TransformationGraph
 from lazygraph import txn
+from lazygraph.engine.inplace import IN_PLACE, _assign_in_place  # noqa: F401  (tests import it here)
 from lazygraph.engine.meter import Layout, Meter, owner
-from lazygraph.txn import LOGGED
 from ops.base import REGISTRY
-from ops.movement import write_through
 from ops.node import Node
-from ops.views import update_into
 
 
 class EvaluationError(RuntimeError):
@@ -69,7 +67,7 @@ class OpKernel(Kernel):
         self.op = op
         self.run = op.kernel
         # assign and update can write the new elements through their base when nothing else holds it
-        self.in_place = _IN_PLACE.get(op.name)
+        self.in_place = IN_PLACE.get(op.name)
 
     def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
         """A NumPy ufunc under the kernel writes float results into `out=` (nothing else does)."""
@@ -464,55 +462,6 @@ def _mismatch(nodes: list[Node], step: Step, v: Any, shape: tuple, dtype: np.dty
     err = EvaluationError(f"internal error: {name} produced {what}")
     err.failed_step = (step.src, step.outs)
     return err
-
-
-def _dying_base(vals: list, ins: tuple, dtype: np.dtype) -> np.ndarray | None:
-    """The base buffer of a write step when nothing else holds it (else None: the step copies)."""
-    base = vals[ins[0]]
-    if (
-        type(base) is not np.ndarray
-        or base.base is not None
-        or base.dtype != dtype
-        or not base.flags.writeable
-        or not base.flags.c_contiguous
-    ):
-        return None
-    # references an undo log holds (txn.overwrite) are not holders that read the buffer
-    held = 3 + LOGGED.get(id(base), 0) if LOGGED else 3
-    if getrefcount(base) == held + 1:
-        value = vals[ins[1]]
-        if type(value) is np.ndarray and value.base is base and getrefcount(value) == 3:
-            # the value is a view of the base that only `vals` holds (`u[:, 0] = u[:, 1]`): a
-            # copy of it takes its place, so this write and later readers still see old values
-            vals[ins[1]] = value = value.copy()
-        del value
-    # held by `vals`, `base` and getrefcount's argument only: no view, memo or user shares it
-    if getrefcount(base) != held:
-        return None
-    return base
-
-
-def _assign_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict, base: Any = None) -> Any:
-    """`assign` writing into its dying base when nothing else holds the base (else None: copy).
-
-    `base`: a buffer the caller found free to write (`Program._leaf_write`)."""
-    base = _dying_base(vals, ins, dtype) if base is None else base
-    if base is None:
-        return None
-    idx = tuple(vals[k] for k in ins[2:])
-    return write_through(base, vals[ins[1]], idx, attrs.get("view"), attrs.get("index"))
-
-
-def _update_in_place(vals: list, ins: tuple, dtype: np.dtype, attrs: dict, base: Any = None) -> Any:
-    """`update` (`a[i] += v`) combining into its dying base's region (else None: copy)."""
-    base = _dying_base(vals, ins, dtype) if base is None else base
-    if base is None:
-        return None
-    return update_into(base, vals[ins[1]], attrs["view"], attrs["ufunc"], attrs["dtype"])
-
-
-#: operator name -> the in-place form of its kernel (Kernel.in_place)
-_IN_PLACE = {"assign": _assign_in_place, "update": _update_in_place}
 
 
 def _kernel_error(e: Exception, nodes: list[Node], step: Step, vals: list) -> Exception:
