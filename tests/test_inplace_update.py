@@ -408,6 +408,18 @@ def test_stencil_write_keeps_values_others_still_read(leaf_writes):
     np.testing.assert_array_equal(snap.numpy(), x0[1:-1, 1:-1])
     assert not leaf_writes  # each of them kept the old buffer alive: the write copied
 
+    v = lg.asarray(x0.copy())
+    v.numpy()
+    twice = v * 2  # a pending reader of the old node itself, outside the evaluated graph
+    _stencil(lg, v)
+    np.testing.assert_array_equal(v.numpy(), ref)
+    np.testing.assert_array_equal(twice.numpy(), x0 * 2)
+    assert not leaf_writes
+    _stencil(lg, v)  # nothing holds the old value now: this write goes into v's buffer
+    _stencil(np, ref)
+    np.testing.assert_array_equal(v.numpy(), ref)
+    assert leaf_writes
+
 
 def test_failed_evaluation_after_an_in_place_stencil_write_leaves_u_unchanged(leaf_writes, monkeypatch):
     x0 = np.random.default_rng(5).random((10, 10))
