@@ -258,11 +258,13 @@ def jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def compile_libraries(sources: Sequence[str]) -> list[Binary | CompileError]:
+def compile_libraries(sources: Sequence[str], spare: int = 0) -> list[Binary | CompileError]:
     """The libraries of many kernels: stored ones read, the others compiled together (above).
 
-    Each result is the kernel's binary or its `CompileError`; one failure costs the others nothing.
+    Each result is the kernel's binary or its `CompileError`; one failure costs the others
+    nothing. `spare` cores are left free (off the critical path, the evaluating thread keeps one).
     """
+    njobs = max(1, jobs() - spare)
     tc = toolchain()
     if tc is None:
         raise CompileError("no C compiler found ($CC, cc, gcc, clang)")
@@ -280,11 +282,11 @@ def compile_libraries(sources: Sequence[str]) -> list[Binary | CompileError]:
         else:
             todo[key] = [i]
     if todo:
-        groups = plan_batches([(k, sources[ix[0]]) for k, ix in todo.items()], jobs())
+        groups = plan_batches([(k, sources[ix[0]]) for k, ix in todo.items()], njobs)
         if len(groups) == 1:
             done = [_build_group(tc, fl, groups[0])]
         else:
-            with ThreadPoolExecutor(max_workers=min(jobs(), len(groups))) as pool:
+            with ThreadPoolExecutor(max_workers=min(njobs, len(groups))) as pool:
                 done = list(pool.map(lambda g: _build_group(tc, fl, g), groups))
         for results in done:
             for key, r in results:

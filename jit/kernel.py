@@ -451,14 +451,17 @@ def compile_region(region: Region) -> FusedKernel:
     return k
 
 
-def prefetch(work: Sequence[tuple[FusedKernel, Sequence[Shaped | None]]], min_size: int = 0) -> int:
+def prefetch(
+    work: Sequence[tuple[FusedKernel, Sequence[Shaped | None]]], min_size: int = 0, spare: int = 0
+) -> int:
     """Compile, together, the CPU variants that launches with these arguments will need.
 
     A program's kernels otherwise compile one at a time at their first launches, each waiting
     for the one before; here the missing ones are rendered, then built by
     `compile_c.compile_libraries` (few compiler runs, in parallel over the cores). A kernel
     that fails to compile is left out: its launch compiles it alone and raises its error
-    there, as without prefetching. Returns how many variants were installed.
+    there, as without prefetching. `spare`: cores left to other work (`compile_libraries`).
+    Returns how many variants were installed.
     """
     be = get_backend("cpu")
     if not work or not be.available():
@@ -480,7 +483,7 @@ def prefetch(work: Sequence[tuple[FusedKernel, Sequence[Shaped | None]]], min_si
     if not pairs:
         return 0
     before = dict(compile_c.RUNS)
-    results = compile_c.compile_libraries([s.text for s in srcs])
+    results = compile_c.compile_libraries([s.text for s in srcs], spare)
     n = 0
     for (k, vkey), src, r in zip(pairs, srcs, results):
         if isinstance(r, Exception):

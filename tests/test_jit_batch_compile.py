@@ -211,7 +211,8 @@ def test_tiered_mode_compiles_the_batch_in_the_background(cold, monkeypatch) -> 
     first = _program(a, w)  # runs op by op on NumPy while the batch compiles
     assert lg.jit_wait(timeout=120)
     d = _delta(before)
-    assert d["kernels"] == len(STAGES) and d["invocations"] == 2
+    # one unit: of the two cores, one is left to the evaluating thread
+    assert d["kernels"] == len(STAGES) and d["invocations"] == 1
     np.testing.assert_allclose(first, _numpy(a, w), rtol=2e-5, atol=1e-6)
     lg.cache.clear(disk=False)
     before = _runs()

@@ -298,12 +298,13 @@ def _contiguous(a: Shaped) -> bool:
     return True
 
 
-def prepare(program: Program, nodes: list[Node], now: bool = False) -> None:
+def prepare(program: Program, nodes: list[Node], on_worker: bool = False) -> None:
     """Compile a new program's fused kernels together before its first run (jit.kernel.prefetch).
 
-    With background compilation on (and not `now`) this is one job on the worker: the launches
-    meanwhile run on NumPy as before and switch when the kernels are ready; otherwise it runs
-    here, so the first run finds its kernels built.
+    With background compilation on this is one job on the worker (`on_worker`: the caller is
+    that worker): the launches meanwhile run on NumPy as before and switch when the kernels
+    are ready, and one core is left to the evaluating thread. Otherwise it runs here, on every
+    core, so the first run finds its kernels built.
     """
     if not SETTINGS.jit:
         return
@@ -311,7 +312,9 @@ def prepare(program: Program, nodes: list[Node], now: bool = False) -> None:
     if not work:
         return
     min_size = SETTINGS.jit_min_size
-    if now or not background.enabled():
+    if on_worker:
+        jit_kernel.prefetch(work, min_size, spare=1)
+    elif not background.enabled():
         jit_kernel.prefetch(work, min_size)
     else:
-        background.submit(("prefetch", id(program)), lambda: jit_kernel.prefetch(work, min_size))
+        background.submit(("prefetch", id(program)), lambda: jit_kernel.prefetch(work, min_size, spare=1))

@@ -118,7 +118,7 @@ def _finish(
         raise
     # its kernels compile here, together, so the program that replaces the partial one runs
     # compiled from its first launch (a kernel whose layout was not foreseen compiles at launch)
-    compiler.prepare(program, w.nodes, now=True)
+    compiler.prepare(program, w.nodes, on_worker=True)
     entry.replace(partial, program.tgraph, program)
     with engine.stats.lock:
         entry.optimize_seconds += time.perf_counter() - t
