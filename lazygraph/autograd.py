@@ -66,14 +66,14 @@ def _tracked_inputs(node: Node) -> tuple[Node, ...]:
 
 
 def _float_inputs(node: Node) -> tuple[Node, ...]:
-    """Every floating-point input, tracked or not (grad() with respect to an untracked array).
+    """Every floating-point or complex input, tracked or not (grad() with respect to an untracked array).
 
     Grad leaves stop the walk: parameters, and the values recorded under `no_grad` or made by
     `detach()` (gradmode.track marks them), through which nothing is differentiated.
     """
     if node.grad_leaf:
         return ()
-    return tuple(c for c in node.inputs if c.dtype.kind == "f")
+    return tuple(c for c in node.inputs if c.dtype.kind in "fc")
 
 
 def _check_recorded(order: list[Node], wanted: set[int], xs: list[Array], targets: list[Node]) -> None:
@@ -146,6 +146,8 @@ def _backprop(
                 c = asarray(c, device=child.device)
             c = _sum_to(c, child.shape)
             if c.dtype != child.dtype:
+                if c.dtype.kind == "c" and child.dtype.kind != "c":
+                    c = F.real(c)  # a real input receives the real part (PyTorch's convention)
                 c = c.astype(child.dtype)
             prev = cot.get(id(child))
             cot[id(child)] = c if prev is None else prev + c

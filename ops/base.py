@@ -101,6 +101,24 @@ def defvjp(*names: str) -> Callable:
     return attach
 
 
+def holomorphic(rule: Callable) -> Callable:
+    """A gradient rule written for real values, made right for complex ones (PyTorch's convention).
+
+    For a holomorphic operator (matmul, prod, inv, ...) the cotangent of a complex input is
+    g * conj(f'(x)); a rule written g * f'(x) is linear in g, so conj(rule(conj(g))) is exactly
+    that, and on real values the rule runs unchanged.
+    """
+
+    def vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> Any:
+        if g.dtype.kind != "c" and out.dtype.kind != "c":
+            return rule(F, g, xs, out, attrs)
+        res = rule(F, F.conj(g), xs, out, attrs)
+        return tuple(None if r is None else F.conj(r) for r in res)
+
+    vjp.__doc__ = rule.__doc__
+    return vjp
+
+
 def unregister(name: str) -> Op:
     """Remove an operator from the registry (a test's declaration cleans up after itself)."""
     try:

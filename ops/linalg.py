@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ops.base import Op, defvjp, dtype_by_example, fmt_shape, register, shape_error
+from ops.base import Op, defvjp, dtype_by_example, fmt_shape, holomorphic, register, shape_error
 from ops.declare import declare
 from ops.node import Node
 
@@ -161,6 +161,7 @@ register(Einsum())
 
 
 @defvjp("matmul")
+@holomorphic
 def _matmul_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     a, b = xs
     # Promote 1-D operands as matmul does, differentiate the matrix product, then drop the
@@ -185,6 +186,7 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 @defvjp("einsum")
+@holomorphic
 def _einsum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     labels, out_labels, _ = parse_einsum(attrs["subscripts"], [x.shape for x in xs])
     names = {c: _LETTERS[i] for i, c in enumerate(dict.fromkeys("".join(labels) + out_labels))}

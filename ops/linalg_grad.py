@@ -1,8 +1,11 @@
 """Gradient rules of the numpy.linalg operators (ops/linalg_ext.py): standard matrix calculus.
 
-Real input throughout, except `eig`/`eigvals`, whose outputs are complex for real input: their
-cotangents follow PyTorch's convention for complex values (dL/d re + i dL/d im, what `real(w)`
-of a complex `w` passes back), and a real input receives the real part. Rules assume what the
+Real input, except for the holomorphic `inv`, `det` and `solve` (complex input through
+`ops.base.holomorphic`: PyTorch's convention), and `eig`/`eigvals`, whose outputs are complex
+for real input: their cotangents follow PyTorch's convention for complex values (dL/d re +
+i dL/d im, what `real(w)` of a complex `w` passes back), and a real input receives the real part.
+The others (slogdet, cholesky, eigh, svd, qr, pinv, lstsq) involve conjugate transposes or
+moduli, not holomorphic: they refuse complex input with a TypeError rather than guess. Rules assume what the
 derivative needs: distinct eigenvalues (eigh, eig), distinct nonzero singular values (svd), a
 full-rank R (qr), a rank that does not change under perturbation (pinv, lstsq).
 """
@@ -13,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ops.base import defvjp, fmt_shape
+from ops.base import defvjp, fmt_shape, holomorphic
 from ops.linalg_ext import qr_parts, svd_parts
 
 
@@ -45,15 +48,15 @@ def _off_diagonal_inverse(F: Any, diff: Any) -> Any:
 
 
 @defvjp("inv")
+@holomorphic
 def _inv_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    _real_only("inv", xs[0])
     t = _mT(F, out)
     return (-(t @ g @ t),)
 
 
 @defvjp("det")
+@holomorphic
 def _det_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    _real_only("det", xs[0])
     return ((g * out)[..., None, None] * _mT(F, F.record("inv", xs[0])),)
 
 
@@ -64,9 +67,9 @@ def _slogdet_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
 
 
 @defvjp("solve")
+@holomorphic
 def _solve_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     a, b = xs
-    _real_only("solve", a)
     at = _mT(F, a)
     if b.ndim == 1:
         gb = F.record("solve", at, g[..., None])[..., 0]

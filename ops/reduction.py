@@ -11,6 +11,7 @@ from ops.base import (
     Op,
     defvjp,
     dtype_by_example,
+    holomorphic,
     normalize_axes,
     normalize_axis,
     reduced_shape,
@@ -247,6 +248,7 @@ def _std_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
 
 
 @defvjp("prod")
+@holomorphic
 def _prod_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     x = xs[0]
     # out / x is exact away from zeros; an element that is 0 gets the product of the others.
@@ -279,6 +281,7 @@ def _cumsum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
 
 
 @defvjp("cumprod")
+@holomorphic
 def _cumprod_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     x = xs[0]
     a = _scan_axis(x, attrs)
