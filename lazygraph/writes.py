@@ -139,11 +139,12 @@ def update_node(base: Node, other: Node, view: View, value: Node) -> Node | None
 
     None when the three-node form must be recorded instead: the operator is not a plain
     NumPy ufunc, its result does not have the region's shape (`a[i] = a[i] + ones(1)`
-    drops a unit axis), or autograd must see the write (an operand requires grad while
-    grad mode is on).
+    drops a unit axis), the base is model state (static), or autograd must see the write
+    (an operand requires grad while grad mode is on).
     """
     op, dtype = value.op, value.dtype
-    if op not in FUSABLE or value.shape != view.shape:
+    if op not in FUSABLE or value.shape != view.shape or base.static:
+        # model state (a parameter, a module buffer) keeps the `assign` passes know as a write
         return None
     if GRAD_STATE.enabled and (base.requires_grad or other.requires_grad):
         return None

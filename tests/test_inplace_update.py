@@ -316,6 +316,10 @@ def test_not_fused_where_the_three_nodes_are_needed():
     assert c._storage.node.op.name == "assign"
     np.testing.assert_array_equal(c.numpy(), [0, 1, 11, 3, 4])
     np.testing.assert_array_equal(a.numpy(), [0, 1, 4, 3, 4])
+    w = lg.mark_static(lg.asarray(np.arange(4.0)))
+    w[1] += 1.0  # model state: passes that memoize static values must see an `assign`
+    assert w._storage.node.op.name == "assign"
+    np.testing.assert_array_equal(w.numpy(), [0, 2, 2, 3])
 
 
 def test_update_copies_when_the_old_value_is_still_held():
