@@ -451,30 +451,35 @@ def compile_region(region: Region) -> FusedKernel:
     return k
 
 
-def prefetch(
-    work: Sequence[tuple[FusedKernel, Sequence[Shaped | None]]], min_size: int = 0, spare: int = 0
-) -> int:
-    """Compile, together, the CPU variants that launches with these arguments will need.
-
-    A program's kernels otherwise compile one at a time at their first launches, each waiting
-    for the one before; here the missing ones are rendered, then built by
-    `compile_c.compile_libraries` (few compiler runs, in parallel over the cores). A kernel
-    that fails to compile is left out: its launch compiles it alone and raises its error
-    there, as without prefetching. `spare`: cores left to other work (`compile_libraries`).
-    Returns how many variants were installed.
-    """
+def missing(
+    work: Sequence[tuple[FusedKernel, Sequence[Shaped | None]]], min_size: int = 0
+) -> list[tuple[FusedKernel, tuple]]:
+    """The CPU variants launches with these arguments will need that are not built yet."""
     be = get_backend("cpu")
-    if not work or not be.available():
-        return 0
     todo: dict[tuple, tuple[FusedKernel, tuple]] = {}
     for k, args in work:
         vkey = k.plan(be, args, min_size)
         if vkey is not None and vkey not in k.variants:
             todo.setdefault((id(k), vkey), (k, vkey))
-    if not todo:
+    return list(todo.values())
+
+
+def prefetch(needed: Sequence[tuple[FusedKernel, tuple]], spare: int = 0) -> int:
+    """Build, together, the CPU variants `missing` found (few compiler runs, in parallel).
+
+    A program's kernels otherwise compile one at a time at their first launches, each waiting
+    for the one before; here they are rendered, then built by `compile_c.compile_libraries`
+    (`spare`: cores it leaves to other work). A kernel that fails to render or compile is
+    left out: its launch builds it alone and raises its error there, as without prefetching.
+    Returns how many variants were installed.
+    """
+    be = get_backend("cpu")
+    if not needed or not be.available():
         return 0
     pairs, srcs = [], []
-    for k, vkey in todo.values():
+    for k, vkey in needed:
+        if vkey in k.variants:
+            continue  # built meanwhile (a launch, another prefetch)
         try:
             srcs.append(k._render(be, vkey))
         except Exception:  # noqa: BLE001  (its launch renders it again and raises there)

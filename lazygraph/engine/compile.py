@@ -306,15 +306,14 @@ def prepare(program: Program, nodes: list[Node], on_worker: bool = False) -> Non
     are ready, and one core is left to the evaluating thread. Otherwise it runs here, on every
     core, so the first run finds its kernels built.
     """
-    if not SETTINGS.jit:
+    if not SETTINGS.jit or not any(isinstance(s.kernel, lower_fusion.RegionKernel) for s in program.steps):
+        return  # (a time-boxed program has no regions yet)
+    needed = jit_kernel.missing(region_arguments(program, nodes), SETTINGS.jit_min_size)
+    if not needed:
         return
-    work = region_arguments(program, nodes)
-    if not work:
-        return
-    min_size = SETTINGS.jit_min_size
     if on_worker:
-        jit_kernel.prefetch(work, min_size, spare=1)
+        jit_kernel.prefetch(needed, spare=1)
     elif not background.enabled():
-        jit_kernel.prefetch(work, min_size)
+        jit_kernel.prefetch(needed)
     else:
-        background.submit(("prefetch", id(program)), lambda: jit_kernel.prefetch(work, min_size, spare=1))
+        background.submit(("prefetch", id(program)), lambda: jit_kernel.prefetch(needed, spare=1))
