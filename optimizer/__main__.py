@@ -1,8 +1,8 @@
 """`python -m optimizer`: regenerate, re-prove and inspect the superoptimizer's rule library.
 
-    python -m optimizer verify [FILE] [--timeout-ms 2000] [--write]
-    python -m optimizer generate [--out FILE] [--max-ops 3] [--budget-s 300] [--timeout-ms 1000]
-                                 [--max-candidates 3000]
+    python -m optimizer verify [FILE] [--timeout-ms 2000] [--write] [--jobs N]
+    python -m optimizer generate [--out FILE] [--max-ops 4] [--max-terms 120000] [--budget-s 300]
+                                 [--timeout-ms 1000] [--max-candidates 1250] [--jobs N]
     python -m optimizer axioms [--redundancy]
 
 `verify` reads any rule file, in the superopt format or the rewrite engine's (the library by
@@ -32,7 +32,7 @@ def _short(text: str, width: int) -> str:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Re-prove every rule of a file and print statuses and totals."""
-    from optimizer.superopt.verify import apply_verdict, verify_rule
+    from optimizer.superopt.verify import apply_verdict, verify_many
 
     path = Path(args.file) if args.file else LIBRARY
     loaded = read_rules(path)
@@ -46,10 +46,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     print(f"{'rule':<24} {'status':<8} {'s':>6}  detail")
     rules = loaded.rules
-    bar = tqdm(rules, desc="verifying", unit="rule", file=sys.stderr, disable=len(rules) < 20 or args.quiet)
-    for rule in bar:
+    bar = tqdm(
+        total=len(rules),
+        desc="verifying",
+        unit="rule",
+        file=sys.stderr,
+        disable=len(rules) < 20 or args.quiet,
+    )
+    verdicts = verify_many(
+        rules, timeout_ms=args.timeout_ms, jobs=args.jobs, progress=lambda i, n: bar.update(1)
+    )
+    for rule, v in zip(rules, verdicts):
         before = rule.status
-        v = verify_rule(rule, timeout_ms=args.timeout_ms)
         counts[v.status] += 1
         changed += v.status != before
         apply_verdict(rule, v)
@@ -61,6 +69,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             detail = v.counterexample or "not proven within the timeout"
         if not args.quiet or v.status != "proven":
             bar.write(f"{_short(rule.name, 24):<24} {v.status:<8} {v.seconds:6.2f}  {_short(detail, 140)}")
+    bar.close()
     total = time.perf_counter() - t0
     print(
         f"totals: {len(rules)} rules: {counts['proven']} proven, {counts['refuted']} refuted, "
@@ -88,6 +97,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         timeout_ms=args.timeout_ms,
         seed=args.seed,
         progress=progress,
+        max_candidates=args.max_candidates,
+        max_terms=args.max_terms or None,
+        jobs=args.jobs,
     )
     bar.close()
     keep = [r for r in rules if r.status != "refuted"]
@@ -131,13 +143,19 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--timeout-ms", type=int, default=2000)
     v.add_argument("--write", action="store_true", help="store the new statuses in the file")
     v.add_argument("--quiet", action="store_true", help="list only rules that are not proven")
+    v.add_argument("--jobs", type=int, default=None, help="verifier processes (default: one per core)")
     g = sub.add_parser("generate", help="regenerate the rule library")
     g.add_argument("--out", help="output file (default: the library)")
-    g.add_argument("--max-ops", type=int, default=3)
+    # the defaults are the committed library's recipe (docs/superopt.md)
+    g.add_argument("--max-ops", type=int, default=4)
     g.add_argument("--budget-s", type=float, default=300.0, help="enumeration time budget")
-    g.add_argument("--timeout-ms", type=int, default=1000, help="z3 timeout per rule")
-    g.add_argument("--max-candidates", type=int, default=3000, help="candidates proven (smallest first)")
+    g.add_argument("--max-terms", type=int, default=120000, help="terms enumerated per world (0: no limit)")
+    g.add_argument(
+        "--timeout-ms", type=int, default=1000, help="z3 budget per rule (resource units, see verify.py)"
+    )
+    g.add_argument("--max-candidates", type=int, default=1250, help="candidates proven (smallest first)")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--jobs", type=int, default=None, help="verifier processes (default: one per core)")
     g.add_argument("--quiet", action="store_true")
     a = sub.add_parser("axioms", help="check the axioms numerically")
     a.add_argument("--redundancy", action="store_true")

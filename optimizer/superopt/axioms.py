@@ -170,6 +170,12 @@ AXIOMS: list[Axiom] = [
         "x:2 y:2 z:2",
     ),
     _ax("matmul-add-right", "(matmul ?x (add ?y ?z))", "(add (matmul ?x ?y) (matmul ?x ?z))", "x:2 y:2 z:2"),
+    _ax(
+        "matmul-concat-left",
+        "(matmul (concat 0 ?x ?y) ?z)",
+        "(concat 0 (matmul ?x ?z) (matmul ?y ?z))",
+        "x:2 y:2 z:2",
+    ),
     _ax("transpose-twice", "(transpose (transpose ?x))", "?x", "x:2"),
     _ax(
         "transpose-matmul",
@@ -242,7 +248,33 @@ AXIOMS: list[Axiom] = [
         _POOL,
     ),
     _ax("smul-comm-scalars", "(smul ?x ?y)", "(smul ?y ?x)", "x:0 y:0"),
+    # subtract (opset_elem.py): the inverse of add, and what add's distributivity gives it
+    _ax("sub-add-cancel", "(add (sub ?x ?y) ?y)", "?x", "x:2 y:2"),
+    _ax("add-sub-cancel", "(sub (add ?x ?y) ?y)", "?x", "x:2 y:2"),
+    _ax("mul-sub-distrib", "(mul (sub ?x ?y) ?z)", "(sub (mul ?x ?z) (mul ?y ?z))", "x:2 y:2 z:2"),
+    _ax("smul-sub", "(smul (sub ?x ?y) ?w)", "(sub (smul ?x ?w) (smul ?y ?w))", "x:2 y:2 w:0"),
+    _ax("matmul-sub-right", "(matmul ?x (sub ?y ?z))", "(sub (matmul ?x ?y) (matmul ?x ?z))", "x:2 y:2 z:2"),
+    _ax("transpose-sub", "(transpose (sub ?x ?y))", "(sub (transpose ?x) (transpose ?y))", "x:2 y:2"),
+    _ax(
+        "sub-concat",
+        "(sub (concat ?a ?x ?y) (concat ?a ?z ?w))",
+        "(concat ?a (sub ?x ?z) (sub ?y ?w))",
+        "x:2 y:2 z:2 w:2",
+        "a=0,1",
+    ),
 ]
+# tanh, sigmoid, exp (opset_elem.py): elementwise, so they commute with concat and transpose
+for _f in ("tanh", "sigmoid", "exp"):
+    AXIOMS += [
+        _ax(
+            f"{_f}-concat",
+            f"({_f} (concat ?a ?x ?y))",
+            f"(concat ?a ({_f} ?x) ({_f} ?y))",
+            "x:2 y:2",
+            "a=0,1",
+        ),
+        _ax(f"{_f}-transpose", f"({_f} (transpose ?x))", f"(transpose ({_f} ?x))", "x:2"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------

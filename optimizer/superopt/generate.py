@@ -36,7 +36,7 @@ from optimizer.rewrite.sexpr import SExpr, parse, unparse
 from optimizer.superopt.axioms import sample_shapes
 from optimizer.superopt.opset import OPS, TS, IntRing, infer, plain
 from optimizer.superopt.term import parse_terms
-from optimizer.superopt.verify import apply_verdict, rule_from_pair, verify_rule
+from optimizer.superopt.verify import apply_verdict, default_jobs, rule_from_pair, verify_many
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ def _apps(*names: str) -> tuple[tuple[str, tuple], ...]:
 
 
 MATRIX_OPS = ("add", "mul", "smul", "matmul", "transpose", "relu", "concat", "split", "ident", "ones")
+MATRIX_OPS += ("sub", "tanh", "sigmoid", "exp")  # the recurrent cells' and softmax's pieces
 CONV_OPS = ("add", "smul", "relu", "conv2d", "concat", "split", "enlarge", "avg_pool2d", "max_pool2d")
 CONV_OPS += ("pool_kernel", "conv_ident")
 
@@ -173,9 +174,16 @@ def _canonical(source: list[str], target: list[str]) -> tuple[list[str], list[st
 
 
 def enumerate_world(
-    world: World, max_ops: int, deadline: float, rng: np.random.Generator, stats: Stats
+    world: World,
+    max_ops: int,
+    deadline: float,
+    rng: np.random.Generator,
+    stats: Stats,
+    max_terms: int | None = None,
 ) -> Iterator[Candidate]:
-    """Candidates of one world, smallest first, until max_ops or the deadline."""
+    """Candidates of one world, smallest first, until max_ops, the deadline or `max_terms`
+    terms (a count, unlike the deadline, stops at the same term on every machine)."""
+    start = stats.terms
     env = {v: (IntRing.random(rng, s) if s else IntRing.random(rng, ())) for v, s in world.inputs.items()}
     reps: dict[bytes, Term] = {}
     by_size: dict[int, list[Term]] = {0: []}
@@ -191,8 +199,12 @@ def enumerate_world(
             if spec.constant and size > 1:
                 continue  # a constant only reads its argument's shape: inputs stand for every shape
             for args in _arg_tuples(by_size, size - 1, spec.arity, spec.commutative):
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or (
+                    max_terms is not None and stats.terms - start >= max_terms
+                ):
                     return
+                if _ring_trivia(op, args):
+                    continue
                 role = _role(op, [a.role for a in args]) if world.weights else "d"
                 if role is None:
                     continue
@@ -226,6 +238,17 @@ def enumerate_world(
                             t.val = None  # never extended: keep memory for the last level small
                     else:
                         yield from _pair_candidates(t, rep, world, stats)
+
+
+def _ring_trivia(op: str, args: list[Term]) -> bool:
+    """x - x, and sub mixed with add or sub: identities of the ring (x - y = x + (y - (y + y)))
+    that no graph has and that z3 has no axioms for (no zero, no negation): not enumerated."""
+    if op == "sub" and args[0].fp == args[1].fp:
+        return True
+    if op not in ("add", "sub"):
+        return False
+    heads = {a.head[0] for a in args if a.head} & {"add", "sub"}
+    return bool(heads) and "sub" in heads | {op}
 
 
 def _arg_tuples(by_size: dict[int, list[Term]], total: int, arity: int, comm: bool) -> Iterator[list[Term]]:
@@ -315,11 +338,15 @@ def generate(
     worlds: tuple[World, ...] = WORLDS,
     progress: Callable[[int, int], None] | None = None,
     max_candidates: int = 3000,
+    jobs: int | None = None,
+    max_terms: int | None = None,
 ) -> tuple[list[Rule], dict]:
     """Generate and verify rules; returns (rules with statuses, a report with times and counts).
 
-    `budget_s` bounds the enumeration (split evenly between worlds); at most `max_candidates`
-    candidates (the smallest first) go to the verifier, each with a z3 timeout of `timeout_ms`.
+    `budget_s` bounds the enumeration (split evenly between worlds), and so does `max_terms`
+    (terms per world, deterministic); at most `max_candidates`
+    candidates (the smallest first) go to the verifier, each with a z3 timeout of `timeout_ms`,
+    over `jobs` processes (default: one per core).
     """
     rng = np.random.default_rng(seed)
     stats = Stats()
@@ -328,7 +355,7 @@ def generate(
     share = budget_s / len(worlds)
     for i, w in enumerate(worlds):
         deadline = t0 + share * (i + 1)
-        for c in enumerate_world(w, max_ops, deadline, rng, stats):
+        for c in enumerate_world(w, max_ops, deadline, rng, stats, max_terms):
             src, tgt, rename, key = _canonical(c.source, c.target)
             if key in found:
                 stats.prune("renaming duplicate")
@@ -339,16 +366,15 @@ def generate(
     stats.seconds = time.monotonic() - t0
     t1 = time.monotonic()
     rules: list[Rule] = []
-    counts = {"proven": 0, "refuted": 0, "unknown": 0}
     for i, c in enumerate(cands.values()):
         rule = rule_from_pair(f"{c.world}-{i}", c.source, c.target, [c.shapes])
         rule.origin = "generated"
-        rule.shapes += generalized_shapes(rule, rng)
-        v = verify_rule(rule, timeout_ms=timeout_ms, seed=seed)
+        rule.shapes += generalized_shapes(rule, rng)  # drawn here, in order: the same shapes for any jobs
+        rules.append(rule)
+    counts = {"proven": 0, "refuted": 0, "unknown": 0}
+    for rule, v in zip(rules, verify_many(rules, timeout_ms, seed, jobs, progress)):
         counts[v.status] += 1
-        rules.append(apply_verdict(rule, v))
-        if progress:
-            progress(i + 1, len(cands))
+        apply_verdict(rule, v)
     report = {
         "generate_seconds": round(stats.seconds, 2),
         "verify_seconds": round(time.monotonic() - t1, 2),
@@ -358,6 +384,9 @@ def generate(
         "pruned": stats.pruned,
         "status": counts,
         "max_ops": max_ops,
+        "max_terms": max_terms,
+        "timeout_ms": timeout_ms,
+        "jobs": default_jobs() if jobs is None else jobs,
     }
     return rules, report
 

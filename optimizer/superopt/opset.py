@@ -322,5 +322,7 @@ declare(
 )
 
 
-# The convolution, pooling and constant operators are declared in their own module.
+# The convolution, pooling and constant operators, and tanh / sigmoid / exp / sub, are declared
+# in their own modules.
 from optimizer.superopt import opset_conv as _opset_conv  # noqa: E402, F401
+from optimizer.superopt import opset_elem as _opset_elem  # noqa: E402, F401
