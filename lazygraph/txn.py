@@ -318,11 +318,16 @@ def _histories_committed(nodes: list[Node], p: int) -> bool:
     back to the overwritten value; a `.grad` history never does.
     """
     node = nodes[p]
-    interior = {id(n) for n in nodes if n.buffer is None}
+    interior = None
     for s in _storages():
-        if s.hist is not None and any(h is node for h in s.hist) and id(s.node) not in interior:
-            return False
-        if s.ghist is not None and any(h is node for h in s.ghist):
+        h = s.hist
+        if h is not None and node in h:  # identity: nodes define no equality
+            if interior is None:
+                interior = {id(n) for n in nodes if n.buffer is None}
+            if id(s.node) not in interior:
+                return False
+        g = s.ghist
+        if g is not None and node in g:
             return False
     return True
 
