@@ -242,6 +242,9 @@ def _compile_one(tc: dict, fl: list[str], key: str, source: str) -> Binary:
 
 #: kernels in one translation unit at most (each is stored with the whole library's bytes)
 MAX_BATCH = 8
+#: a kernel body this long compiles alone (measured here: a 9 KB body 0.3 s, 23 KB 1.2 s, a
+#: 48 KB one 20 s of CPU, most of it gcc's register allocation; fixed cost 50-100 ms a run)
+ALONE_BODY = 16 * 1024
 #: compiler processes at once (None: the cores this process may run on)
 MAX_JOBS: int | None = None
 _ENTRY = re.compile(r"lg_k_[0-9a-f]{16}")
@@ -296,16 +299,19 @@ def compile_libraries(sources: Sequence[str], spare: int = 0) -> list[Binary | C
 
 
 def plan_batches(items: list[tuple[str, str]], njobs: int) -> list[list[tuple[str, str]]]:
-    """(key, source) pairs in translation units: equal preludes together, balanced over `njobs`.
+    """(key, source) pairs in translation units, the largest first (the pool takes them in order).
 
-    A source whose entry cannot be renamed safely (not exactly one `lg_kernel`) is a unit alone.
-    Units are filled largest source first into the lightest one (source length stands for time).
+    A large kernel (a body of `ALONE_BODY` characters or more: its compile is seconds of register
+    allocation, the fixed cost nothing beside it) is a unit alone, so the pool balances such
+    kernels as they finish. Small kernels with equal preludes share units, at most `njobs` of
+    them per prelude (filled largest first into the lightest); a source whose entry cannot be
+    renamed safely (not exactly one `lg_kernel`) is a unit alone.
     """
     units: list[list[tuple[str, str]]] = []
     by_prelude: dict[str, list[tuple[str, str]]] = {}
     for key, src in items:
         at = src.find(_DEF)
-        if at < 0 or src.count("lg_kernel") != 1:
+        if at < 0 or src.count("lg_kernel") != 1 or len(src) - at >= ALONE_BODY:
             units.append([(key, src)])
         else:
             by_prelude.setdefault(src[:at], []).append((key, src))
@@ -320,6 +326,7 @@ def plan_batches(items: list[tuple[str, str]], njobs: int) -> list[list[tuple[st
             bins[b].append(ks)
             load[b] += len(ks[1])
         units += [b for b in bins if b]
+    units.sort(key=lambda u: -sum(len(src) for _, src in u))
     return units
 
 
