@@ -39,6 +39,7 @@ from lazygraph.device import Device, DeviceMismatchError, device, devices  # noq
 from lazygraph.engine import EvaluationError  # noqa: F401
 from lazygraph.nnops import avg_pool2d, conv2d, log_softmax, logsumexp, max_pool2d, one_hot, softmax  # noqa: F401
 from lazygraph.numlib import *  # noqa: F403  (NumPy functions composed of the operators above)
+from lazygraph.numlib_histogram import *  # noqa: F403  (histogramdd, histogram2d)
 from lazygraph.numlib_linalg import *  # noqa: E402, F403  (polyfit, diagflat, hanning and the other windows)
 from lazygraph.numlib_sort import *  # noqa: F403  (sorting, searching, counting, sets, quantiles)
 from lazygraph.shape import (  # noqa: F401

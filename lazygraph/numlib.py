@@ -17,12 +17,12 @@ Covered (``lg.<name>`` once exported):
   as NumPy's, but a copy where NumPy's is a view: later writes to the input are not seen through it),
   ``trace``, ``kron``, ``vdot``, ``cross`` (3- and 2-vectors, as NumPy, with its deprecation
   warning for 2-vectors)
-- differences and sums (``numlib_signal``): ``diff``, ``gradient`` (uniform spacing, edge_order
-  1 or 2), ``cumulative_sum``, ``cumulative_prod`` (include_initial), ``polyval``, ``vander``,
+- differences and sums (``numlib_signal``; ``roots`` in ``numlib_linalg``): ``diff``, ``gradient`` (uniform spacing, edge_order
+  1 or 2), ``cumulative_sum``, ``cumulative_prod`` (include_initial), ``polyval``, ``roots``, ``vander``,
   ``interp`` (lazy xp/fp; no ``period``), ``convolve``, ``correlate`` (1-D, full/same/valid)
 - comparison and statistics (``numlib_math``): ``isclose``, ``allclose`` and ``array_equal``
   (evaluation points returning a Python bool, as NumPy), ``count_nonzero``, ``ptp``,
-  ``average``, ``cov``, ``corrcoef``, ``nansum``, ``nanprod``, ``nanmean``, ``nanvar``,
+  ``average``, ``cov``, ``corrcoef``, ``nansum``, ``nanprod``, ``nancumsum``, ``nancumprod``, ``nanmean``, ``nanvar``,
   ``nanstd``, ``nanmax``, ``nanmin``, ``nanargmax``, ``nanargmin``, ``nan_to_num``
 - elementwise (``numlib_math``): ``hypot``, ``copysign``, ``signbit``, ``heaviside``, ``fmax``,
   ``fmin``

@@ -1,4 +1,4 @@
-"""NumPy functions built on lg.linalg and the window operator: polyfit, diagflat, window functions."""
+"""NumPy functions built on lg.linalg and the window operator: polyfit, roots, diagflat, window functions."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import numpy as np
 import ops.fft  # noqa: F401  (registers the window operator)
 from lazygraph import api, linalg, numlib
 from lazygraph.array import Array, record
-from lazygraph.shape import _arr, ravel, reshape
+from lazygraph.creation import eye, zeros
+from lazygraph.shape import _arr, concat, ravel, reshape
 
-__all__ = ["bartlett", "blackman", "diagflat", "hamming", "hanning", "kaiser", "polyfit"]
+__all__ = ["bartlett", "blackman", "diagflat", "hamming", "hanning", "kaiser", "polyfit", "roots"]
 
 
 def hanning(M: int) -> Array:
@@ -84,3 +85,37 @@ def polyfit(
     if full:
         return c, result.residuals, result.rank, result.s, rcond
     return c
+
+
+def roots(p: Any) -> Array:
+    """Roots of a polynomial (coefficients highest power first): eigenvalues of its companion matrix.
+
+    Which coefficients are zero decides the result's length (NumPy strips leading zeros and
+    returns trailing ones as zero roots), so that is an evaluation point; the companion matrix
+    and its eigenvalues are recorded. The roots are always complex (lazygraph's `eigvals`:
+    NumPy returns a real array when every root is real).
+    """
+    p = _arr(p)
+    if p.ndim == 0:
+        p = reshape(p, (1,))
+    if p.ndim != 1:
+        raise ValueError(f"roots: input must be a rank-1 array, got shape {p.shape}")
+    if p.dtype.kind not in "fc":
+        p = api.astype(p, np.float64)
+    nz = np.flatnonzero(api.not_equal(p, 0).numpy())  # the evaluation point
+    ct = np.result_type(p.dtype, np.complex64)
+    if nz.size == 0:
+        return zeros((0,), np.float64)
+    trailing = p.shape[0] - int(nz[-1]) - 1
+    p = p[int(nz[0]) : int(nz[-1]) + 1]
+    n = p.shape[0]
+    found = zeros((0,), ct)
+    if n > 1:
+        lead = reshape(-p[1:] / p[0], (1, n - 1))
+        if n > 2:  # the subdiagonal of ones under the first row
+            shift = concat([eye(n - 2, dtype=lead.dtype), zeros((n - 2, 1), lead.dtype)], axis=1)
+            lead = concat([lead, shift], axis=0)
+        found = linalg.eigvals(lead)
+    if trailing:
+        found = concat([found, zeros((trailing,), found.dtype)])
+    return found

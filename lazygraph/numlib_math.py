@@ -36,6 +36,8 @@ __all__ = [
     "corrcoef",
     "nansum",
     "nanprod",
+    "nancumsum",
+    "nancumprod",
     "nanmean",
     "nanvar",
     "nanstd",
@@ -354,6 +356,30 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False)
     """Product treating NaN as one."""
     arr, _ = _replace_nan(_arr(a), 1)
     return api.prod(arr, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Array:
+    """Running sum treating NaN as zero (leading NaNs give zeros), for series with gaps."""
+    arr, _ = _replace_nan(_arr(a), 0)
+    return _stored(api.cumsum(arr, axis=axis, dtype=dtype), out, "nancumsum")
+
+
+def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Array:
+    """Running product treating NaN as one."""
+    arr, _ = _replace_nan(_arr(a), 1)
+    return _stored(api.cumprod(arr, axis=axis, dtype=dtype), out, "nancumprod")
+
+
+def _stored(r: Array, out: Any, name: str) -> Array:
+    """NumPy's `out=`: the result written into `out` (an lg array of the result's shape), returned."""
+    if out is None:
+        return r
+    if not isinstance(out, Array):
+        raise TypeError(f"{name}: out must be a lazygraph array, got {type(out).__name__}")
+    if out.shape != r.shape:
+        raise ValueError(f"{name}: out has shape {fmt_shape(out.shape)}, the result {fmt_shape(r.shape)}")
+    out[...] = r
+    return out
 
 
 def _count(mask: Array, axis: Any, keepdims: bool) -> Array:
