@@ -358,3 +358,17 @@ def test_unique_values_are_differentiable_at_first_occurrences():
     a = lg.asarray(np.array([2.0, 1.0, 2.0]), requires_grad=True)
     (g,) = lg.grad((lg.unique(a) * lg.asarray([10.0, 1.0])).sum(), [a])
     np.testing.assert_array_equal(np.asarray(g), [1.0, 10.0, 0.0])
+
+
+@pytest.mark.parametrize("value", [np.float64("nan"), np.float32("inf"), np.float16("-inf"), float("nan")])
+@pytest.mark.parametrize("key", [0, slice(0, 2), Ellipsis])
+def test_non_finite_float_scalar_into_integer_array_raises_as_numpy(value, key):
+    a = np.zeros(3, np.int32)
+    with pytest.raises((ValueError, OverflowError)) as want:
+        a[key] = value
+    b = lg.zeros(3, dtype=np.int32)
+    with pytest.raises(type(want.value), match="setitem: cannot convert float"):
+        b[key] = value
+    b[key] = np.float64(2.5)  # finite NumPy scalars are stored as NumPy stores them
+    a[key] = np.float64(2.5)
+    np.testing.assert_array_equal(b.numpy(), a)
