@@ -232,10 +232,10 @@ def _compile_one(tc: dict, fl: list[str], key: str, source: str) -> Binary:
 # A cold program compiles all its kernels before (or while) it first runs. Two costs add up
 # when they are compiled one after another: each compiler run starts the driver, parses the
 # prelude (<tgmath.h> and the helpers, about half of a small kernel's time) and links; and a
-# large kernel's register allocation takes seconds of one core. So the kernels whose preludes
-# are equal go into a few translation units (one compiler run and one library each, every
-# kernel's `lg_kernel` renamed to an entry named by its key), and those units compile in
-# parallel, one compiler process per core. Each kernel is stored under its own key (the whole
+# large kernel's register allocation takes seconds of one core. So small kernels whose
+# preludes are equal go into a few translation units (one compiler run and one library each,
+# every kernel's `lg_kernel` renamed to an entry named by its key), large ones are units
+# alone, and the units compile in parallel, one compiler process per core. Each kernel is stored under its own key (the whole
 # library's bytes, with its entry in the record), so a later process finds it with or without
 # batching. A unit that fails is compiled again kernel by kernel: the failing kernel gets its
 # own error, with its own numbered source, and the others their libraries.

@@ -180,7 +180,7 @@ class FusedKernel:
         # between calls; for C also whether block loops may be shorter than a block)
         self.variants: dict[tuple[str, Layout, tuple], Variant] = {}
         # threads share kernels: one builds a layout's variant while the others wait for it
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         # argument signature -> what a CPU launch needs (see __call__)
         self.launches: dict[tuple, _Launch] = {}
         self._array_pos = [i for i, (kind, _) in enumerate(self.spec.arg_of_input) if kind != "scalar"]
@@ -299,7 +299,7 @@ class FusedKernel:
         if v is None:
             if self._deferred(be, vkey):
                 return self.fallback(values, out)  # compiled in the background; op by op meanwhile
-            with self._lock:
+            with self.lock:
                 v = self.variants.get(vkey) or self._build(be, vkey)
         address = getattr(v.program, "address", None)
         if key is None or address is None:
@@ -338,24 +338,24 @@ class FusedKernel:
         return background.submit(("kernel", id(self), key), lambda: self._build_once(be, key))
 
     def _build_once(self, be: Backend, key: tuple[str, Layout, tuple]) -> None:
-        with self._lock:
+        with self.lock:
             if key not in self.variants:
                 self._build(be, key)
 
     def _build(self, be: Backend, key: tuple[str, Layout, tuple]) -> Variant:
-        src = self._render(be, key)
+        src = self.render_variant(be, key)
         try:
             binary = be.compile(src.text, "lazygraph_kernel")
         except compile_c.CompileError as e:
             raise compile_c.CompileError(f"JIT kernel ({self.label()}) for {be.name}: {e}") from None
-        return self._install(be, key, src, binary)
+        return self.install(be, key, src, binary)
 
     def label(self) -> str:
         """The kernel's operators, for messages (`LAZYGRAPH_DEBUG` output, compile errors)."""
         more = ", ..." if len(self.names) > 8 else ""
         return f"{len(self.names)} ops: {', '.join(self.names[:8])}{more}"
 
-    def _render(self, be: Backend, key: tuple[str, Layout, tuple]) -> generate.Source:
+    def render_variant(self, be: Backend, key: tuple[str, Layout, tuple]) -> generate.Source:
         """The source of one variant (printed at LAZYGRAPH_DEBUG=3)."""
         _, layout, mode = key
         src = generate.GENERATORS[be.language].render(self.spec, layout, mode)
@@ -366,10 +366,10 @@ class FusedKernel:
             )
         return src
 
-    def _install(
+    def install(
         self, be: Backend, key: tuple[str, Layout, tuple], src: generate.Source, binary: Any
     ) -> Variant:
-        """Load a compiled variant and publish it (the caller holds `_lock`)."""
+        """Load a compiled variant and publish it (the caller holds `lock`)."""
         program = be.load(binary, "lg_kernel", src.scalars)
         if be.name == "cpu":
             launch.prepare()  # the launcher, built once per machine like a kernel
@@ -449,58 +449,6 @@ def compile_region(region: Region) -> FusedKernel:
             if k is None:
                 k = _kernels[sig] = FusedKernel(region)
     return k
-
-
-def missing(
-    work: Sequence[tuple[FusedKernel, Sequence[Shaped | None]]], min_size: int = 0
-) -> list[tuple[FusedKernel, tuple]]:
-    """The CPU variants launches with these arguments will need that are not built yet."""
-    be = get_backend("cpu")
-    todo: dict[tuple, tuple[FusedKernel, tuple]] = {}
-    for k, args in work:
-        vkey = k.plan(be, args, min_size)
-        if vkey is not None and vkey not in k.variants:
-            todo.setdefault((id(k), vkey), (k, vkey))
-    return list(todo.values())
-
-
-def prefetch(needed: Sequence[tuple[FusedKernel, tuple]], spare: int = 0) -> int:
-    """Build, together, the CPU variants `missing` found (few compiler runs, in parallel).
-
-    A program's kernels otherwise compile one at a time at their first launches, each waiting
-    for the one before; here they are rendered, then built by `compile_c.compile_libraries`
-    (`spare`: cores it leaves to other work). A kernel that fails to render or compile is
-    left out: its launch builds it alone and raises its error there, as without prefetching.
-    Returns how many variants were installed.
-    """
-    be = get_backend("cpu")
-    if not needed or not be.available():
-        return 0
-    pairs, srcs = [], []
-    for k, vkey in needed:
-        if vkey in k.variants:
-            continue  # built meanwhile (a launch, another prefetch)
-        try:
-            srcs.append(k._render(be, vkey))
-        except Exception:  # noqa: BLE001  (its launch renders it again and raises there)
-            continue
-        pairs.append((k, vkey))
-    if not pairs:
-        return 0
-    before = dict(compile_c.RUNS)
-    results = compile_c.compile_libraries([s.text for s in srcs], spare)
-    n = 0
-    for (k, vkey), src, r in zip(pairs, srcs, results):
-        if isinstance(r, Exception):
-            continue
-        with k._lock:
-            if vkey not in k.variants:
-                k._install(be, vkey, src, r)
-                n += 1
-    if debug_level() >= 2:
-        runs = compile_c.RUNS["invocations"] - before["invocations"]
-        log(f"JIT prefetch: {n} of {len(pairs)} kernel variants ready, {runs} compiler runs")
-    return n
 
 
 def kernel_count() -> int:

@@ -9,7 +9,9 @@ descriptor opened without following links, after checking that it is a regular f
 by the user, writable by no one else and under a size cap (ops/storage.py). A compiled
 library is loaded from a private copy of the very bytes that were hashed (`load_library`),
 never from the store's path, so a file swapped in after the check is never run. Any entry
-that fails a check is deleted and rebuilt by the caller. A store that cannot be used
+that fails a check is deleted and rebuilt by the caller. A kernel compiled in a batch
+(jit/compile_c.py) is stored under its own key with its batch's library, the record's `info`
+naming its entry (`read_info`). A store that cannot be used
 (`storage.open_dir` refuses it with one warning) leaves kernels in memory only.
 """
 

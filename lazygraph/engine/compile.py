@@ -33,8 +33,8 @@ from cache.key import Walk
 from cache.recipe import Recipe, RecipeError
 from cache.tgraph import TransformationGraph
 from jit import background
-from jit import kernel as jit_kernel
-from jit.kernel import Shaped
+from jit import prefetch as jit_prefetch
+from jit.kernel import FusedKernel, Shaped
 from lazygraph import debug
 from lazygraph.engine import lower_fusion, lower_window, memory, overlap, region_check
 from lazygraph.engine.program import FunctionKernel, Kernel, OpKernel, Program
@@ -234,7 +234,7 @@ def fingerprint(lowering: dict[str, Pass]) -> str:
 # -- the program's kernels, compiled before its first run ------------------------------------
 
 
-def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[jit_kernel.FusedKernel, list]]:
+def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[FusedKernel, list]]:
     """Each CPU region step's kernel with the shapes and strides its first launch will see.
 
     Leaves are the arrays themselves; a region's values are fresh C-contiguous arrays (so is
@@ -299,7 +299,7 @@ def _contiguous(a: Shaped) -> bool:
 
 
 def prepare(program: Program, nodes: list[Node], on_worker: bool = False) -> None:
-    """Compile a new program's fused kernels together before its first run (jit.kernel.prefetch).
+    """Compile a new program's fused kernels together before its first run (jit.prefetch.prefetch).
 
     With background compilation on this is one job on the worker (`on_worker`: the caller is
     that worker): the launches meanwhile run on NumPy as before and switch when the kernels
@@ -308,12 +308,12 @@ def prepare(program: Program, nodes: list[Node], on_worker: bool = False) -> Non
     """
     if not SETTINGS.jit or not any(isinstance(s.kernel, lower_fusion.RegionKernel) for s in program.steps):
         return  # (a time-boxed program has no regions yet)
-    needed = jit_kernel.missing(region_arguments(program, nodes), SETTINGS.jit_min_size)
+    needed = jit_prefetch.missing(region_arguments(program, nodes), SETTINGS.jit_min_size)
     if not needed:
         return
     if on_worker:
-        jit_kernel.prefetch(needed, spare=1)
+        jit_prefetch.prefetch(needed, spare=1)
     elif not background.enabled():
-        jit_kernel.prefetch(needed)
+        jit_prefetch.prefetch(needed)
     else:
-        background.submit(("prefetch", id(program)), lambda: jit_kernel.prefetch(needed, spare=1))
+        background.submit(("prefetch", id(program)), lambda: jit_prefetch.prefetch(needed, spare=1))
