@@ -4,10 +4,13 @@ opset_elem.py (tanh, sigmoid, exp, sub) are raised, lowered and fingerprinted as
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 import lazygraph as lg
 from optimizer.superopt.convert import from_nodes
+from optimizer.superopt.generate import WORLDS, Candidate, Stats, _expands, enumerate_world
 from optimizer.superopt.opset import OPS, FloatRing, IntRing
 from optimizer.superopt.rulefile import LIBRARY, read_rules
 from optimizer.superopt.term import parse_terms
@@ -110,3 +113,26 @@ def test_recorded_elementwise_operators_are_raised_and_lowered():
     # broadcasting or a scalar operand is not `sub`: it stays opaque
     tg2, _, _ = from_nodes([(a - 1.0).node], lambda n: n.buffer)
     assert "(sub" not in tg2.texts()[0]
+
+
+def test_expanding_candidates_are_pruned():
+    def cand(src, tgt):
+        return Candidate([src], [tgt], {}, "matrix")
+
+    assert _expands(cand("(tanh ?x)", "(split0 0 (tanh (concat 0 ?x ?x)))")) == "target duplicates an operand"
+    assert _expands(cand("(mul ?x ?y)", "(add (mul ?x ?x) (mul ?x (sub ?y ?x)))")) == "target brings in sub"
+    # the other direction removes the duplicate or the subtraction: kept
+    assert _expands(cand("(split0 0 (tanh (concat 0 ?x ?x)))", "(tanh ?x)")) is None
+    assert _expands(cand("(transpose (sub ?x ?y))", "(sub (transpose ?x) (transpose ?y))")) is None
+    assert _expands(cand("(tanh (concat 0 ?x ?y))", "(concat 0 (tanh ?x) (tanh ?y))")) is None
+
+
+def test_term_count_limit_stops_enumeration_at_the_same_term():
+    runs = []
+    for _ in range(2):
+        stats = Stats()
+        cands = list(
+            enumerate_world(WORLDS[0], 3, time.monotonic() + 60, np.random.default_rng(0), stats, 3000)
+        )
+        runs.append(([(c.source, c.target) for c in cands], stats.terms))
+    assert runs[0] == runs[1] and runs[0][1] == 3000

@@ -356,6 +356,10 @@ def generate(
     for i, w in enumerate(worlds):
         deadline = t0 + share * (i + 1)
         for c in enumerate_world(w, max_ops, deadline, rng, stats, max_terms):
+            why = _expands(c)
+            if why:
+                stats.prune(why)
+                continue
             src, tgt, rename, key = _canonical(c.source, c.target)
             if key in found:
                 stats.prune("renaming duplicate")
@@ -389,6 +393,29 @@ def generate(
         "jobs": default_jobs() if jobs is None else jobs,
     }
     return rules, report
+
+
+def _self_concat(text: str) -> bool:
+    """Whether a term concatenates some value with itself, (concat a t t)."""
+
+    def walk(e: SExpr) -> bool:
+        if not isinstance(e, list):
+            return False
+        return (e[0] == "concat" and e[2] == e[3]) or any(walk(x) for x in e[1:])
+
+    return walk(parse(text))
+
+
+def _expands(c: Candidate) -> str | None:
+    """Why a candidate only adds work that no search keeps (None: it may pay): a target that
+    computes an operand twice, concat(t, t), where the source doesn't (x -> split0(f(concat
+    x x)), 148 proven rules that matched every tanh, sigmoid and matmul of NasRNN), or one
+    that brings a subtraction into a graph without any (x*y -> x*x + x*(y - x))."""
+    if any(map(_self_concat, c.target)) and not any(map(_self_concat, c.source)):
+        return "target duplicates an operand"
+    if any("(sub " in t for t in c.target) and not any("(sub " in t for t in c.source):
+        return "target brings in sub"
+    return None
 
 
 def _subterms(e: SExpr, out: set[str]) -> set[str]:

@@ -5,9 +5,12 @@ scalars says nothing about tensors); each operator output is an uninterpreted fu
 (`split0`, `split1` for the two outputs of split), taking its parameters as integer arguments
 first (words as in `opset.WORDS`; conv2d also takes its group count). Axioms are universally
 quantified, with each side that mentions every variable as an E-matching trigger. A rule is
-*proven* when z3 reports `source_i != target_i for some i` unsatisfiable within the timeout;
+*proven* when z3 reports `source_i != target_i for some i` unsatisfiable within the budget;
 *refuted* when the numeric check (float64, reference kernels, random inputs at the rule's
-shapes) finds a difference; *unknown* otherwise (a z3 timeout or a model is never a proof).
+shapes) finds a difference; *unknown* otherwise (an exhausted budget or a model is never a
+proof). The budget `timeout_ms` is counted in z3 resource units, and each query has a z3
+context of its own (`Z3Env`), so a verdict depends on nothing but the rule, the axioms and
+the budget: `verify_many` spreads rules over processes and gets the sequential statuses.
 
 `verify_rule` reads the optimizer's one rule record (`optimizer.rewrite.rules.Rule`): a rule
 in the term vocabulary is checked here; a rule over lazygraph's operators (the rewrite
@@ -35,42 +38,63 @@ from optimizer.superopt.opset import OPS, PROJECTIONS, WORDS, FloatRing
 from optimizer.superopt.rulefile import TERMS, rule_from_json, term_rule
 from optimizer.superopt.term import TermGraph, parse_terms
 
-T = z3.DeclareSort("T")
-S = z3.DeclareSort("S")  # scalars (0-d inputs): a sort of their own, so scalar-only axioms stay typed
-_FUNCS: dict[str, z3.FuncDeclRef] = {}
+#: z3 resource units per millisecond of `timeout_ms` (about what one idle core of the 2-core
+#: machine spends in a millisecond on these queries: 1,000 ms is 0.5 to 1.5 s of CPU)
+RLIMIT_PER_MS = 1000
 
 
-def symbol(op: str, out: int = 0, sorts: tuple = ()) -> z3.FuncDeclRef:
+class Z3Env:
+    """One z3 context with the vocabulary's sorts, symbols and axiom formulas.
+
+    Every query gets a fresh one: z3's search depends on the order in which its terms were
+    created, so in a shared context a verdict would depend on the queries that ran before it
+    (a rule proven in one run was unknown in another, even with 5x the budget). A fresh
+    context (63 axioms rebuilt: a few milliseconds) makes a verdict a function of the rule,
+    the axioms and the budget alone, in any process and any order."""
+
+    def __init__(self) -> None:
+        self.ctx = z3.Context()
+        self.T = z3.DeclareSort("T", self.ctx)
+        # scalars (0-d inputs): a sort of their own, so scalar-only axioms stay typed
+        self.S = z3.DeclareSort("S", self.ctx)
+        self.funcs: dict[str, z3.FuncDeclRef] = {}
+
+    def int(self, v: int) -> z3.ArithRef:
+        """An integer constant of this context."""
+        return z3.IntVal(v, self.ctx)
+
+
+def symbol(z: Z3Env, op: str, out: int = 0, sorts: tuple = ()) -> z3.FuncDeclRef:
     """The z3 function of an operator's output (for these argument sorts: smul takes a
     tensor or a scalar first)."""
     spec = OPS[op]
     name = spec.out_names[out] if spec.n_out > 1 else op
-    arg_sorts = [S if spec.arg_kind(k) == "scalar" else T for k in range(spec.arity)]
+    arg_sorts = [z.S if spec.arg_kind(k) == "scalar" else z.T for k in range(spec.arity)]
     if spec.kinds and "any" in spec.kinds and sorts:
-        arg_sorts = [S if spec.arg_kind(k) == "scalar" else sorts[k] for k in range(spec.arity)]
-    result = S if arg_sorts and all(a == S for a in arg_sorts) else T
-    if result == S:
+        arg_sorts = [z.S if spec.arg_kind(k) == "scalar" else sorts[k] for k in range(spec.arity)]
+    result = z.S if arg_sorts and all(a == z.S for a in arg_sorts) else z.T
+    if result == z.S:
         name += "_s"
-    f = _FUNCS.get(name)
+    f = z.funcs.get(name)
     if f is None:
         n_int = len(spec.params) + (1 if spec.grouped else 0)
-        f = z3.Function(name, *([z3.IntSort()] * n_int + arg_sorts + [result]))
-        _FUNCS[name] = f
+        f = z3.Function(name, *([z3.IntSort(z.ctx)] * n_int + arg_sorts + [result]))
+        z.funcs[name] = f
     return f
 
 
-def tensor_var(name: str, rank: int) -> z3.ExprRef:
+def tensor_var(z: Z3Env, name: str, rank: int) -> z3.ExprRef:
     """A z3 constant for an input: sort S for a scalar (rank 0), T otherwise."""
-    return z3.Const(name, S if rank == 0 else T)
+    return z3.Const(name, z.S if rank == 0 else z.T)
 
 
-def _param(p: Any, env: dict[str, Any]) -> z3.ArithRef:
+def _param(z: Z3Env, p: Any, env: dict[str, Any]) -> z3.ArithRef:
     if isinstance(p, str) and p.startswith("?"):
         return env[p]
-    return z3.IntVal(WORDS[p] if isinstance(p, str) else int(p))
+    return z.int(WORDS[p] if isinstance(p, str) else int(p))
 
 
-def encode_sexpr(e: SExpr, env: dict[str, Any], groups: z3.ArithRef) -> z3.ExprRef:
+def encode_sexpr(z: Z3Env, e: SExpr, env: dict[str, Any], groups: z3.ArithRef) -> z3.ExprRef:
     """A pattern with variables (tensor and parameter) bound in env, as a z3 term."""
     if is_var(e):
         return env[e]
@@ -79,12 +103,12 @@ def encode_sexpr(e: SExpr, env: dict[str, Any], groups: z3.ArithRef) -> z3.ExprR
         name, out = PROJECTIONS[name]
     spec = OPS[name]
     k = len(spec.params)
-    ints = [_param(p, env) for p in e[1 : 1 + k]] + ([groups] if spec.grouped else [])
-    args = [encode_sexpr(a, env, groups) for a in e[1 + k :]]
-    return symbol(name, out, tuple(a.sort() for a in args))(*ints, *args)
+    ints = [_param(z, p, env) for p in e[1 : 1 + k]] + ([groups] if spec.grouped else [])
+    args = [encode_sexpr(z, a, env, groups) for a in e[1 + k :]]
+    return symbol(z, name, out, tuple(a.sort() for a in args))(*ints, *args)
 
 
-def encode_graph(g: TermGraph, types: list, env: dict[str, z3.ExprRef]) -> list[z3.ExprRef]:
+def encode_graph(z: Z3Env, g: TermGraph, types: list, env: dict[str, z3.ExprRef]) -> list[z3.ExprRef]:
     """The outputs of a term graph (at concrete types) as z3 terms."""
     made: list[list[z3.ExprRef]] = []
     for n in g.nodes:
@@ -93,22 +117,28 @@ def encode_graph(g: TermGraph, types: list, env: dict[str, z3.ExprRef]) -> list[
             continue
         spec = OPS[n.op]
         ins = [types[i][k] for i, k in n.args]
-        ints = [z3.IntVal(v) for v in spec.z3_extra(n.params, ins)]
+        ints = [z.int(v) for v in spec.z3_extra(n.params, ins)]
         args = [made[i][k] for i, k in n.args]
         sorts = tuple(a.sort() for a in args)
-        made.append([symbol(n.op, k, sorts)(*ints, *args) for k in range(spec.n_out)])
+        made.append([symbol(z, n.op, k, sorts)(*ints, *args) for k in range(spec.n_out)])
     return [made[i][k] for i, k in g.outputs]
 
 
-def axiom_formula(ax: Axiom) -> z3.BoolRef:
-    """The axiom as a quantified z3 formula with triggers."""
-    env: dict[str, Any] = {v: tensor_var(f"{ax.name}{v}", r) for v, r in ax.vars.items()}
-    env.update({p: z3.Int(f"{ax.name}{p}") for p in ax.params})
-    groups = z3.IntVal(ax.groups) if ax.groups is not None else z3.Int(f"{ax.name}?g")
-    lhs, rhs = encode_sexpr(parse(ax.lhs), env, groups), encode_sexpr(parse(ax.rhs), env, groups)
+def _sides(z: Z3Env, ax: Axiom, prefix: str) -> tuple[list, z3.ExprRef, z3.ExprRef]:
+    """The axiom's bound variables (prefixed names) and its two sides."""
+    env: dict[str, Any] = {v: tensor_var(z, f"{prefix}{v}", r) for v, r in ax.vars.items()}
+    env.update({p: z3.Int(f"{prefix}{p}", z.ctx) for p in ax.params})
+    groups = z.int(ax.groups) if ax.groups is not None else z3.Int(f"{prefix}?g", z.ctx)
+    lhs, rhs = encode_sexpr(z, parse(ax.lhs), env, groups), encode_sexpr(z, parse(ax.rhs), env, groups)
     bound = list(env.values())
     if ax.groups is None and ("conv2d" in ax.lhs or "conv2d" in ax.rhs):
         bound.append(groups)
+    return bound, lhs, rhs
+
+
+def axiom_formula(z: Z3Env, ax: Axiom) -> z3.BoolRef:
+    """The axiom as a quantified z3 formula with triggers."""
+    bound, lhs, rhs = _sides(z, ax, ax.name)
     names = {str(b) for b in bound}
     pats = [s for s in (lhs, rhs) if z3.is_app(s) and s.num_args() > 0 and names <= _consts(s)]
     return z3.ForAll(bound, lhs == rhs, patterns=pats) if pats else z3.ForAll(bound, lhs == rhs)
@@ -125,36 +155,23 @@ def _consts(e: z3.ExprRef) -> set[str]:
     return out
 
 
-_FORMULAS: dict[str, z3.BoolRef] = {}
-#: z3 resource units per millisecond of `timeout_ms` (about what one idle core of the 2-core
-#: machine spends in a millisecond on these queries: 1,000 ms is 0.5 to 1.5 s of CPU)
-RLIMIT_PER_MS = 1000
-
-
-def formulas(axioms: list[Axiom] | None = None) -> list[tuple[str, z3.BoolRef]]:
-    """(name, formula) for the axioms (the built-in list by default)."""
-    out = []
-    for ax in axioms if axioms is not None else AXIOMS:
-        key = f"{ax.name}|{ax.lhs}|{ax.rhs}|{ax.groups}"
-        if key not in _FORMULAS:
-            _FORMULAS[key] = axiom_formula(ax)
-        out.append((ax.name, _FORMULAS[key]))
-    return out
-
-
 def prove_equal(
-    lhs: list[z3.ExprRef], rhs: list[z3.ExprRef], timeout_ms: int, axioms: list[Axiom] | None = None
+    z: Z3Env,
+    lhs: list[z3.ExprRef],
+    rhs: list[z3.ExprRef],
+    timeout_ms: int,
+    axioms: list[Axiom] | None = None,
 ) -> tuple[str, list[str]]:
     """('proven', axioms used) if the axioms entail lhs == rhs, else ('unknown', [])."""
-    s = z3.Solver()
+    s = z3.Solver(ctx=z.ctx)
     # The budget is z3's resource count, not the clock: a verdict then depends on the query
     # alone, not on the machine's load or on how many workers share it (the clock stays as
     # a backstop, far above what the resource budget takes on an idle core).
     s.set("rlimit", int(timeout_ms) * RLIMIT_PER_MS)
     s.set("timeout", int(timeout_ms) * 20)
     s.set("unsat_core", True)
-    for name, f in formulas(axioms):
-        s.assert_and_track(f, z3.Bool(f"ax:{name}"))
+    for ax in axioms if axioms is not None else AXIOMS:
+        s.assert_and_track(axiom_formula(z, ax), z3.Bool(f"ax:{ax.name}", z.ctx))
     s.add(z3.Or([a != b for a, b in zip(lhs, rhs)]))
     if s.check() == z3.unsat:
         return "proven", sorted(str(c)[3:] for c in s.unsat_core())
@@ -270,10 +287,11 @@ def z3_status(rule: Rule, timeout_ms: int = 2000, axioms: list[Axiom] | None = N
     if types is None:
         return "unknown", []
     first = rule.shapes[0]
-    env = {v: tensor_var(v, len(first[v])) for v in g.variables}
-    outs = encode_graph(g, types, env)
+    z = Z3Env()
+    env = {v: tensor_var(z, v, len(first[v])) for v in g.variables}
+    outs = encode_graph(z, g, types, env)
     n = len(rule.source)
-    return prove_equal(outs[:n], outs[n:], timeout_ms, axioms)
+    return prove_equal(z, outs[:n], outs[n:], timeout_ms, axioms)
 
 
 def apply_verdict(rule: Rule, v: Verdict) -> Rule:
@@ -293,11 +311,9 @@ def redundant_axioms(timeout_ms: int = 1000, axioms: list[Axiom] | None = None) 
     out = []
     for ax in axs:
         others = [a for a in axs if a is not ax]
-        env: dict[str, Any] = {v: tensor_var(f"sk{v}", r) for v, r in ax.vars.items()}
-        env.update({p: z3.Int(f"sk{p}") for p in ax.params})
-        groups = z3.IntVal(ax.groups) if ax.groups is not None else z3.Int("sk?g")
-        lhs, rhs = encode_sexpr(parse(ax.lhs), env, groups), encode_sexpr(parse(ax.rhs), env, groups)
-        if prove_equal([lhs], [rhs], timeout_ms, others)[0] == "proven":
+        z = Z3Env()
+        _, lhs, rhs = _sides(z, ax, "sk")
+        if prove_equal(z, [lhs], [rhs], timeout_ms, others)[0] == "proven":
             out.append(ax.name)
     return out
 
