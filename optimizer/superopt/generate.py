@@ -10,7 +10,9 @@ representative form a candidate; candidates are pruned when
 - the target reads an input the source doesn't (it could not be built),
 - source and target share an operator subterm (a smaller rule with a fresh input covers it),
 - both end in the same operator with pairwise equal arguments (congruence of a smaller rule),
-- an equal candidate up to renaming of inputs was already produced.
+- an equal candidate up to renaming of inputs was already produced,
+- the target computes an operand twice, (concat a t t), or brings in sub, where the source
+  doesn't (pure extra work, `_expands`).
 
 Multi-output candidates: for a term u whose value carries a concat boundary, if both parts
 of split(u) equal representatives a and b, then (a, b) -> (split0 u, split1 u) is a candidate
@@ -344,8 +346,8 @@ def generate(
     """Generate and verify rules; returns (rules with statuses, a report with times and counts).
 
     `budget_s` bounds the enumeration (split evenly between worlds), and so does `max_terms`
-    (terms per world, deterministic); at most `max_candidates`
-    candidates (the smallest first) go to the verifier, each with a z3 timeout of `timeout_ms`,
+    (terms per world, deterministic); at most `max_candidates` candidates (the smallest first)
+    go to the verifier, each with a z3 budget of `timeout_ms` (resource units, see verify.py),
     over `jobs` processes (default: one per core).
     """
     rng = np.random.default_rng(seed)
