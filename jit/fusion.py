@@ -22,8 +22,13 @@ from jit.domain import Domain, NotFusable, check_node
 from jit.kernel import Region
 from ops.node import Node
 
-#: members per region at most (bounds compile time and the domain checks' cost)
-MAX_MEMBERS = 256
+#: members per region at most. It bounds compile time, which grows much faster than a kernel's
+#: size (gcc's register allocation on one long loop body): the 2000-link tanh chain of
+#: tests/reliability/test_plan_scale.py compiled in 85 s with 256 (four 57 KB kernels, 20 s
+#: each), 12.9 s with 128, 7.0 s with 64; its 200-link warm run on 2^20 float32 values took
+#: 1.63, 1.46 and 1.36 s (the smaller kernels keep fewer values live: fewer spills), on this
+#: 2-core machine under load. Past 64 members a further split costs one more pass over memory.
+MAX_MEMBERS = 64
 
 
 class _Group:
