@@ -53,7 +53,7 @@ def _trace(fn: Callable, inputs: list[Array], names: dict[int, str], rule_name: 
             what = node.op.name if node.op is not None else "a constant"
             raise RuleRefused(
                 f"rule {rule_name}: the {side} uses {what!r}, which is not an input and not in the "
-                "superoptimizer's vocabulary (add, multiply, maximum(x, 0), matmul, transpose, concat, "
+                "superoptimizer's vocabulary (add, subtract, multiply, maximum(x, 0), tanh, sigmoid, exp, matmul, transpose, concat, "
                 "slices of a concat, conv2d, pooling, pad)"
             )
         rename[n.params[0]] = names[id(node)]
