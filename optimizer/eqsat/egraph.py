@@ -27,7 +27,7 @@ class ENode:
     leaf_key: tuple | None = None
 
 
-def _leaf_key(sg: SGraph, i: int) -> tuple:
+def leaf_key(sg: SGraph, i: int) -> tuple:
     n = sg.nodes[i]
     if n.op in ("scalar", "const") and n.src < 0:
         return ("leaf", n.sig, repr(n.value))
@@ -47,6 +47,10 @@ class EGraph:
         self.value_guards: set[int] = set()
         self.last: dict[int, int] = {}
         self.dirty = False  # unions since the last rebuild
+        self.version = 0  # bumped by every change (e-matching indexes are per version)
+        self.guard_classes: set[int] = set()  # scalars whose values a rule read (ReLU by value)
+        self.raised: dict[int, tuple] = {}  # id(e-node) -> its term readings (ematch.py; shared)
+        self.done: set[tuple] = set()  # e-matches already instantiated (rule, bindings)
 
     def copy(self) -> EGraph:
         """An independent copy (MCTS tree nodes hold their own e-graphs); e-nodes are shared."""
@@ -60,6 +64,10 @@ class EGraph:
         c.value_guards = set(self.value_guards)
         c.last = {}
         c.dirty = self.dirty
+        c.version = self.version
+        c.guard_classes = set(self.guard_classes)
+        c.raised = self.raised
+        c.done = set(self.done)
         return c
 
     # -- union-find --------------------------------------------------------------------------
@@ -81,6 +89,7 @@ class EGraph:
             a, b = b, a
         self.parent[b] = a
         self.members[a].extend(self.members.pop(b))
+        self.version += 1
         return True
 
     @property
@@ -112,6 +121,7 @@ class EGraph:
         self.class_of.append(c)
         self.members[c] = [idx]
         self.memo[key] = idx
+        self.version += 1
         return c
 
     def add_graph(self, sg: SGraph, rule: str = "") -> dict[int, int]:
@@ -120,7 +130,7 @@ class EGraph:
         for i in sg.topo() or []:
             n = sg.nodes[i]
             if n.leaf:
-                out[i] = self.add_node(n, (), _leaf_key(sg, i), rule)
+                out[i] = self.add_node(n, (), leaf_key(sg, i), rule)
             else:
                 out[i] = self.add_node(n, tuple(out[c] for c in n.inputs), None, rule)
         self.value_guards |= sg.value_guards
@@ -145,7 +155,7 @@ class EGraph:
                 continue
             n = new.nodes[i]
             if n.leaf:
-                got[i] = self.add_node(n, (), _leaf_key(new, i), rule)
+                got[i] = self.add_node(n, (), leaf_key(new, i), rule)
             else:
                 got[i] = self.add_node(n, tuple(got[c] for c in n.inputs), None, rule)
         self.value_guards |= new.value_guards
@@ -195,6 +205,11 @@ class EGraph:
             self.memo[key] = idx
             members.setdefault(self.find(self.class_of[idx]), []).append(idx)
         self.members = members
+        self.version += 1
+
+    def rep(self, c: int) -> SNode:
+        """A representative operation of class c (every member has its shape and dtype)."""
+        return self.enodes[self.members[self.find(c)][0]].node
 
     def nodes_of(self, c: int) -> list[int]:
         """E-node indices of class c."""

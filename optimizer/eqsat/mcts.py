@@ -92,23 +92,40 @@ class MCTS:
         return got[1]
 
     def act(self, eg: EGraph, rule: int, deadline: float) -> EGraph | None:
-        """A copy of eg with one rule applied everywhere it matches; None when nothing changed."""
+        """A copy of eg with one rule applied at its matches; None when nothing changed.
+
+        A library rule is e-matched on eg itself (no concrete graph is drawn); a structural
+        rule runs its matcher on the input and eg's greedy extraction.
+        """
+        r = self.sat.rules[rule]
+        if r.name in self.sat.ematchers:
+            ms = self.sat.ematch_matches(eg, r, limit=self.matches)
+            if not ms:
+                return None
+            new = eg.copy()
+            changed = self.sat.instantiate(new, r, ms, deadline, limit=self.matches)
+            if new.dirty:
+                new.rebuild()
+            self.max_size = max(self.max_size, new.size)
+            self.made = []
+            return new if changed else None
         graphs = self.graphs(eg)
         new = eg.copy()
-        made = self.sat.apply_rule(
-            new, self.sat.rules[rule], graphs, deadline, seen=set(), limit=self.matches
-        )
+        made = self.sat.apply_rule(new, r, graphs, deadline, seen=set(), limit=self.matches)
         self.max_size = max(self.max_size, new.size)
         self.made = [g for g, _ in made]
         return new if made else None
 
     def applicable(self, eg: EGraph, deadline: float) -> set[int]:
-        """Rules with a match on eg's graphs (the paper's pruning of rules that cannot change it)."""
+        """Rules with a match on eg (the paper's pruning of rules that cannot change it)."""
         out: set[int] = set()
+        for k, rule in enumerate(self.sat.rules):
+            if rule.name in self.sat.ematchers and self.sat.ematch_matches(eg, rule, limit=1):
+                out.add(k)
         for g, _ in self.graphs(eg):
             ctx = Context(g, g.topo() or [])
             for k, rule in enumerate(self.sat.rules):
-                if k in out or time.perf_counter() > deadline:
+                if k in out or rule.name in self.sat.ematchers or time.perf_counter() > deadline:
                     continue
                 if next(iter(matcher_of(rule).rewrites(ctx)), None) is not None:
                     out.add(k)

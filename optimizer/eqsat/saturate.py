@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from optimizer.eqsat.egraph import EGraph, from_graph
+from optimizer.eqsat.ematch import EMatcher, Match, ematchers
 from optimizer.eqsat.extract import Choice, constant_classes, greedy, ilp, node_costs, reachable
 from optimizer.rewrite.rules import Rule
 from optimizer.superopt.adapt import matcher_of
@@ -34,6 +35,8 @@ class Saturation:
     model: CostModel
     node_limit: int = 2000
     frontier_size: int = 8
+    ematch: bool = True  # library rules e-matched on the e-graph (False: on drawn graphs only)
+    match_limit: int = 64  # matches instantiated per rule and step (a rule cannot take the budget)
     eg: EGraph = field(init=False)
     base: dict[int, int] = field(init=False)
     frontier: list[tuple[SGraph, dict[int, int]]] = field(init=False)
@@ -50,6 +53,45 @@ class Saturation:
         self.eg, self.base = from_graph(self.sg)
         self.frontier = [(self.sg, self.base)]
         self.seen = {self.sg.key()}
+        self.ematchers: dict[str, EMatcher] = ematchers(list(self.rules)) if self.ematch else {}
+
+    def set_rules(self, rules: Sequence[Rule]) -> None:
+        """Change the rule set (a stage), compiling the new rules for e-matching."""
+        self.rules = rules
+        if self.ematch:
+            self.ematchers = ematchers(list(rules))
+
+    def ematch_matches(self, eg: EGraph, rule: Rule, limit: int | None = None) -> list[Match]:
+        """The rule's e-matches on eg not yet instantiated there (empty for structural rules)."""
+        em = self.ematchers.get(rule.name)
+        if em is None:
+            return []
+        out = []
+        for m in em.matches(eg, limit=self.match_limit * 2 if limit is None else limit * 2):
+            if _done_key(eg, rule.name, m) not in eg.done:
+                out.append(m)
+        return out
+
+    def instantiate(
+        self, eg: EGraph, rule: Rule, ms: Sequence[Match], deadline: float, limit: int | None = None
+    ) -> int:
+        """Apply e-matches of one rule into eg (until `limit` changed it); how many changed it."""
+        em = self.ematchers[rule.name]
+        n = 0
+        for m in ms:
+            if eg.size >= self.node_limit or time.perf_counter() > deadline:
+                break
+            key = _done_key(eg, rule.name, m)
+            if key in eg.done:
+                continue
+            eg.done.add(key)
+            self.generated += 1
+            if em.apply(eg, m):
+                n += 1
+                self.applied[rule.name] += 1
+                if limit is not None and n >= limit:
+                    break
+        return n
 
     @property
     def full(self) -> bool:
@@ -100,15 +142,26 @@ class Saturation:
         if best.key() not in {g.key() for g, _ in graphs}:
             graphs.append((best, self.eg.add_graph(best)))
         made: list[tuple[SGraph, dict[int, int]]] = []
+        # e-matching: every rule matched on one snapshot of the e-graph, then instantiated
+        # (the structural rules, Python over concrete graphs, keep the drawn graphs)
+        found = [(r, self.ematch_matches(self.eg, r)) for r in self.rules if r.name in self.ematchers]
+        changed = 0
+        for rule, ms in found:
+            if self.full or time.perf_counter() > deadline:
+                break
+            changed += self.instantiate(self.eg, rule, ms[: self.match_limit], deadline)
+        if self.eg.dirty:
+            self.eg.rebuild()
         for rule in self.rules:
             if self.full or time.perf_counter() > deadline:
                 break
-            made.extend(self.apply_rule(self.eg, rule, graphs, deadline))
+            if rule.name not in self.ematchers:
+                made.extend(self.apply_rule(self.eg, rule, graphs, deadline))
         costed = sorted(((self.model.graph_cost(g), k) for k, (g, _) in enumerate(made)))
         if costed and (self.seen_best is None or costed[0][0] < self.seen_best[0]):
             self.seen_best = (costed[0][0], made[costed[0][1]][0])
         self.frontier = [made[k] for _, k in costed[: self.frontier_size]]
-        return len(made)
+        return len(made) + changed
 
     def run(self, seconds: float, max_steps: int = 50) -> str:
         """Steps until saturated or a limit; returns why it stopped."""
@@ -162,6 +215,10 @@ class Saturation:
         return best, best_choice
 
 
+def _done_key(eg: EGraph, rule: str, m: Match) -> tuple:
+    return (rule, tuple(sorted((k, eg.find(c)) for k, c in m.env.items())))
+
+
 def graph_of(eg: EGraph, pick: dict[int, int], sg: SGraph, base: dict[int, int]) -> SGraph:
     """A selection as a graph over sg's ids: unchanged nodes keep their ids, replaced ones map."""
     order = reachable(eg, pick)
@@ -199,4 +256,6 @@ def graph_of(eg: EGraph, pick: dict[int, int], sg: SGraph, base: dict[int, int])
     out.prune()
     out.applied = applied
     out.value_guards = set(eg.value_guards)
+    guarded = {eg.find(c) for c in eg.guard_classes}
+    out.value_guards |= {i for i, c in base.items() if sg.nodes[i].leaf and eg.find(c) in guarded}
     return out

@@ -55,7 +55,7 @@ def eqsat_search(
     # library's neutral variants would fill the node budget before any merge; each stage
     # is extracted (its e-graph is smallest then), and the next starts from that and the input
     for k, rules in enumerate(stages):
-        sat.rules = rules
+        sat.set_rules(rules)
         if k:
             sat.frontier = [(sat.sg, sat.base)]
             if best is not sg:
@@ -86,7 +86,7 @@ def mcts_search(
         # the structural merges first, saturated as a plain step (they converge in a few
         # rounds); MCTS then chooses among all rules, where the phase ordering matters
         sat.run(seconds * 0.25)
-        sat.rules = stages[-1]
+        sat.set_rules(stages[-1])
     tree = MCTS(sat, budget=budget, depth=depth, seed=seed)
     stopped = tree.run(seconds * (1 - ILP_SHARE) - (time.perf_counter() - t0))
     left = max(0.1, seconds - (time.perf_counter() - t0))
