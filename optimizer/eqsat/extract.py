@@ -161,11 +161,19 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     except ImportError:  # the optional `search` extra: the greedy's choice stands
         return None
 
-    classes = eg.classes()
+    classes = _live_classes(eg)
     cidx = {c: k for k, c in enumerate(classes)}
     enodes = [(idx, c) for c in classes for idx in eg.members[c] if c not in eg.children(idx)]
-    nx, ny = len(enodes), len(classes)
-    big = float(ny + 1)
+    # a cycle of a selection lies within one strongly connected component of the class graph:
+    # order variables and constraints only there (most e-graphs here are mostly acyclic)
+    comp = _components(eg, classes)
+    multi = _multi(comp)
+    cyclic = {c for c in classes if comp[c] in multi}
+    tidx = {c: k for k, c in enumerate(c for c in classes if c in cyclic)}
+    nx, ny, nt = len(enodes), len(classes), len(tidx)
+    if os.environ.get("EQSAT_DEBUG"):
+        print("ilp sizes", nx, ny, nt, len(multi), file=sys.stderr)
+    big = float(nt + 1)
     h = _highs(highspy)
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(0.1, float(seconds)))
@@ -177,7 +185,7 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     roots = {eg.find(r) for r in eg.roots}
     for c in classes:
         h.addCol(0.0, 1.0 if c in roots else 0.0, 1.0, 0, [], [])
-    for _ in classes:
+    for _ in range(nt):
         h.addCol(0.0, 0.0, big, 0, [], [])
     ints = np.arange(nx + ny, dtype=np.int32)
     h.changeColsIntegrality(len(ints), ints, np.full(len(ints), highspy.HighsVarType.kInteger))
@@ -187,9 +195,10 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
         for d in set(eg.children(idx)):
             # x_k <= y_d: a chosen e-node's children are used
             h.addRow(-inf, 0.0, 2, np.array([k, nx + cidx[d]], np.int32), np.array([1.0, -1.0]))
-            # t_c - t_d - big * x_k >= 1 - big: the order forbids cycles
-            cols = np.array([nx + ny + cidx[c], nx + ny + cidx[d], k], np.int32)
-            h.addRow(1.0 - big, inf, 3, cols, np.array([1.0, -1.0, -big]))
+            if c in tidx and d in tidx and comp[c] == comp[d]:
+                # t_c - t_d - big * x_k >= 1 - big: the order forbids cycles
+                cols = np.array([nx + ny + tidx[c], nx + ny + tidx[d], k], np.int32)
+                h.addRow(1.0 - big, inf, 3, cols, np.array([1.0, -1.0, -big]))
     for c in classes:  # a used class has a chosen e-node
         ks = by_class.get(c, [])
         cols = np.array([*ks, nx + cidx[c]], np.int32)
@@ -197,13 +206,15 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     if start is not None:
         order = reachable(eg, start.pick) or []
         pos = {c: k for k, c in enumerate(order)}
-        sol = np.zeros(nx + 2 * ny)
+        sol = np.zeros(nx + ny + nt)
         chosen = {start.pick[c] for c in order}
         for k, (idx, c) in enumerate(enodes):
             sol[k] = 1.0 if idx in chosen and c in pos else 0.0
         for c in order:
-            sol[nx + cidx[c]] = 1.0
-            sol[nx + ny + cidx[c]] = float(pos[c] + 1)
+            if c in cidx:
+                sol[nx + cidx[c]] = 1.0
+            if c in tidx:
+                sol[nx + ny + tidx[c]] = float(pos[c] + 1)
         h.setSolution(_solution(highspy, sol))
     h.run()
     values = h.getSolution().col_value
@@ -218,6 +229,71 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     status = h.getModelStatus()
     method = "ilp" if status == highspy.HighsModelStatus.kOptimal else "ilp-timeout"
     return Choice(pick, linear_cost(eg, pick, costs), method)
+
+
+def _live_classes(eg: EGraph) -> list[int]:
+    """Classes some selection could use: those reachable from the roots through any e-node."""
+    seen: dict[int, None] = {}
+    stack = [eg.find(r) for r in eg.roots]
+    while stack:
+        c = stack.pop()
+        if c in seen:
+            continue
+        seen[c] = None
+        for idx in eg.members[c]:
+            stack.extend(d for d in eg.children(idx) if d not in seen)
+    return list(seen)
+
+
+def _components(eg: EGraph, classes: list[int]) -> dict[int, int]:
+    """Strongly connected components of the class graph (c -> d when an e-node of c reads d)."""
+    succ = {c: {d for idx in eg.members[c] for d in eg.children(idx)} for c in classes}
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    comp: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    for root in classes:
+        if root in index:
+            continue
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            c, it = work[-1]
+            for d in it:
+                if d not in index:
+                    index[d] = low[d] = len(index)
+                    stack.append(d)
+                    on.add(d)
+                    work.append((d, iter(succ[d])))
+                    break
+                if d in on:
+                    low[c] = min(low[c], index[d])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[c])
+                if low[c] == index[c]:
+                    while True:
+                        d = stack.pop()
+                        on.discard(d)
+                        comp[d] = c
+                        if d == c:
+                            break
+    return comp
+
+
+def _multi(comp: dict[int, int]) -> set[int]:
+    """Components with more than one class."""
+    seen: set[int] = set()
+    multi: set[int] = set()
+    for r in comp.values():
+        if r in seen:
+            multi.add(r)
+        seen.add(r)
+    return multi
 
 
 _BANNER_SHOWN = False

@@ -99,11 +99,11 @@ class MCTS:
         """
         r = self.sat.rules[rule]
         if r.name in self.sat.ematchers:
-            ms = self.sat.ematch_matches(eg, r, limit=self.matches)
+            ms = self.sat.ematch_matches(eg, r, limit=self.sat.match_limit)
             if not ms:
                 return None
             new = eg.copy()
-            changed = self.sat.instantiate(new, r, ms, deadline, limit=self.matches)
+            changed = self.sat.instantiate(new, r, ms, deadline, limit=self.sat.match_limit)
             if new.dirty:
                 new.rebuild()
             self.max_size = max(self.max_size, new.size)
