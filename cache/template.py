@@ -19,6 +19,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts, rehint
+from cache.tmatch import MAX_SLOTS, SLOW, compile_matcher
 from ops.node import Node
 
 _KID = attrgetter("kid")
@@ -62,6 +63,8 @@ class Template:
         "alias",
         "tuples",
         "few",
+        "fast",
+        "uses",
     )
 
     def __init__(
@@ -91,6 +94,8 @@ class Template:
         self.alias = None if alias == buffers else alias
         self.tuples = [tuple] * len(buffers)
         self.few = [(s, ids[s], edges[s]) for s in buffers] if len(buffers) <= 3 else None
+        self.fast: Callable[[Sequence[Node]], Any] | None = None  # compiled at the second match
+        self.uses = 0
         if len(KEY_HASHES) >= 4 * _MAX:
             KEY_HASHES.clear()
         KEY_HASHES[id(key)] = (key, hash(key))
@@ -126,41 +131,59 @@ def match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
         return None
     if t.scalar_types and list(map(type, map(_BUFFER, t.scalars(nodes)))) != t.scalar_types:
         return None
+    if t.buffer_ids and not buffers_ok(t, t.buffers(nodes)):
+        return None
+    if len(set(nodes)) != t.n:
+        return None
+    return nodes
+
+
+def buffers_ok(t: Template, held: tuple) -> bool:
+    """Whether the held buffers (in the template's buffer order) have its layouts, marks and aliasing."""
     if t.few:  # up to 3 buffers: one by one costs less than the bulk comparisons
         first: dict[int, int] = {}
-        for s, k, e in t.few:
-            node = nodes[s]
+        for (s, k, e), node in zip(t.few, held):
             c = node.kid
             if type(c) is not tuple or c[0] != node.static:
                 buf = node.buffer
                 if buf is None or type(buf) in _SCALAR_IDS:
-                    return None
+                    return False
                 c = leaf_parts(node, buf)
             if c[1] != k or first.setdefault(c[2], s) != e:
-                return None
-    elif t.buffer_ids:
-        held = t.buffers(nodes)
-        parts = list(map(_KID, held))
-        if list(map(type, parts)) != t.tuples or list(map(_FIRST, parts)) != list(map(_STATIC, held)):
-            for x, node in enumerate(held):  # first seen, evaluated since, or marked static since
-                c = parts[x]
-                if type(c) is not tuple or c[0] != node.static:
-                    buf = node.buffer
-                    if buf is None or type(buf) in _SCALAR_IDS:
-                        return None
-                    parts[x] = leaf_parts(node, buf)
-        if list(map(_SECOND, parts)) != t.buffer_ids:
+                return False
+        return True
+    parts = list(map(_KID, held))
+    if list(map(type, parts)) != t.tuples or list(map(_FIRST, parts)) != list(map(_STATIC, held)):
+        for x, node in enumerate(held):  # first seen, evaluated since, or marked static since
+            c = parts[x]
+            if type(c) is not tuple or c[0] != node.static:
+                buf = node.buffer
+                if buf is None or type(buf) in _SCALAR_IDS:
+                    return False
+                parts[x] = leaf_parts(node, buf)
+    if list(map(_SECOND, parts)) != t.buffer_ids:
+        return False
+    owners = list(map(_THIRD, parts))
+    if t.alias is None:  # no two buffers share memory
+        return len(set(owners)) == len(owners)
+    lowest = dict(zip(reversed(owners), t.buffer_slots))
+    return list(map(lowest.__getitem__, owners)) == t.alias
+
+
+def _match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
+    """`match` through the template's compiled matcher once it has one (cache/tmatch.py)."""
+    fast = t.fast
+    if fast is not None:
+        try:
+            nodes = fast(roots)
+        except ValueError:  # an unpacking found another number of inputs (or of roots)
             return None
-        owners = list(map(_THIRD, parts))
-        if t.alias is None:  # no two buffers share memory
-            if len(set(owners)) != len(owners):
-                return None
-        else:
-            lowest = dict(zip(reversed(owners), t.buffer_slots))
-            if list(map(lowest.__getitem__, owners)) != t.alias:
-                return None
-    if len(set(nodes)) != t.n:
-        return None
+        return match(t, roots) if nodes is SLOW else nodes
+    nodes = match(t, roots)
+    if nodes is not None:
+        t.uses += 1
+        if t.uses >= 2 and t.n <= MAX_SLOTS:  # a structure that recurs: worth compiling
+            t.fast = compile_matcher(t, buffers_ok)
     return nodes
 
 
@@ -191,7 +214,7 @@ def find(roots: Sequence[Node]) -> tuple[int | None, Template | None, list[Node]
         found = _templates.get(h)
         if found is not None:
             for t in found:
-                nodes = match(t, roots)
+                nodes = _match(t, roots)
                 if nodes is not None:
                     if found[0] is not t:
                         _templates[h] = [t, *[x for x in found if x is not t]]

@@ -1,0 +1,191 @@
+"""The compiled template matcher (cache/tmatch.py): one structural difference is one miss.
+
+Each case records a base structure until its template has a compiled matcher, then records a
+variant that differs in one thing (an attribute, a scalar's type, an aliasing relation, a leaf's
+dtype or rank, a view for a copy, sharing, arity, a static mark, an evaluated input). The walk
+must give exactly the full walk's key and nodes, and the values must equal NumPy's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import lazygraph as lg
+from cache import template
+from cache.key import full_walk, walk
+from cache.tmatch import SLOW
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    """An in-process cache, no background tiers, no templates from earlier tests."""
+    monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    lg.cache.clear(disk=False)
+    template.clear()
+    yield
+    template.clear()
+
+
+def exact(roots: list) -> tuple:
+    """The key `walk` gives, checked against the full walk's (nodes and key)."""
+    w, full = walk(roots), full_walk(roots)
+    assert w.key == full.key and w.roots == full.roots
+    assert len(w.nodes) == len(full.nodes) and all(a is b for a, b in zip(w.nodes, full.nodes))
+    assert w.interior == full.interior
+    return w.key
+
+
+def compiled(roots: list) -> bool:
+    """Whether these roots' template has its compiled matcher and it accepts them."""
+    _, t, nodes = template.find(roots)
+    return t is not None and t.fast is not None and nodes is not None
+
+
+RNG = np.random.default_rng(7)
+A = RNG.normal(size=(4, 5)).astype(np.float32)
+B = RNG.normal(size=(4, 5)).astype(np.float32)
+C = RNG.normal(size=(5, 4)).astype(np.float32)
+
+
+def base(x, y, xp=lg):
+    """Shared input, scalars, a reduction: the structure every variant departs from."""
+    u = xp.tanh(x * 2.0 + y)
+    return (u * x - u).sum(axis=0)
+
+
+# (name, lazygraph variant over NumPy inputs, NumPy reference); every one differs in structure but
+# the last two, which the key deliberately equates (asarray copies a broadcast or a sliced buffer
+# into memory of its own): they must still give the full walk's key and NumPy's values
+VARIANTS: list[tuple[str, Callable, Callable]] = [
+    (
+        "attribute",
+        lambda: (lg.tanh(lg.asarray(A) * 2.0 + lg.asarray(B)) * lg.asarray(A)).sum(axis=1),
+        lambda: (np.tanh(A * 2.0 + B) * A).sum(axis=1),
+    ),
+    ("scalar type", lambda: base2(lg.asarray(A), lg.asarray(B), 2), lambda: base2(A, B, 2, np)),
+    ("aliasing x*x", lambda: base(*(lambda a: (a, a))(lg.asarray(A))), lambda: base(A, A, np)),
+    (
+        "leaf dtype",
+        lambda: base(lg.asarray(A.astype(np.float64)), lg.asarray(B)),
+        lambda: base(A.astype(np.float64), B, np),
+    ),
+    ("leaf rank", lambda: base(lg.asarray(A[None]), lg.asarray(B[None])), lambda: base(A[None], B[None], np)),
+    ("view vs copy", lambda: base(lg.positive(lg.asarray(C)).T, lg.asarray(B)), lambda: base(C.T, B, np)),
+    ("one input evaluated", lambda: evaluated_inner(), lambda: base(A, B, np)),
+    ("static leaf", lambda: base(lg.mark_static(lg.asarray(A)), lg.asarray(B)), lambda: base(A, B, np)),
+    (
+        "broadcast leaf",
+        lambda: base(lg.asarray(np.broadcast_to(A[:1], A.shape)), lg.asarray(B)),
+        lambda: base(np.broadcast_to(A[:1], A.shape), B, np),
+    ),
+    (
+        "memory shared",
+        lambda: base(*(lambda m: (lg.asarray(m[:4]), lg.asarray(m[4:])))(np.concatenate([A, B]))),
+        lambda: base(A, B, np),
+    ),
+]
+EQUAL = {"broadcast leaf", "memory shared"}
+
+
+def base2(x, y, k, xp=lg):
+    """`base` with the scalar 2.0 replaced by `k` (same value, another Python type)."""
+    u = xp.tanh(x * k + y)
+    return (u * x - u).sum(axis=0)
+
+
+def evaluated_inner():
+    """The base structure whose inner `tanh` was evaluated after the consumers were recorded."""
+    x, y = lg.asarray(A), lg.asarray(B)
+    u = lg.tanh(x * 2.0 + y)
+    r = (u * x - u).sum(axis=0)
+    u.numpy()
+    return r
+
+
+def warm() -> list:
+    """Record the base structure until its template is compiled; the last roots, checked."""
+    for _ in range(4):
+        r = base(lg.asarray(A), lg.asarray(B))
+        exact([r.node])
+        np.testing.assert_allclose(r.numpy(), base(A, B, np), rtol=1e-5)
+    r = base(lg.asarray(A), lg.asarray(B))
+    assert compiled([r.node])
+    return [r.node]
+
+
+@pytest.mark.parametrize("name,variant,reference", VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_one_difference_misses_the_compiled_template(name, variant, reference):
+    roots = warm()
+    k0 = exact(roots)
+    v = variant()
+    assert (exact([v.node]) == k0) == (name in EQUAL), name
+    np.testing.assert_allclose(v.numpy(), reference(), rtol=1e-5)
+
+
+def test_sharing_an_interior_node_differs_from_two_equal_ones():
+    """`t * t` with one `t` against `t1 * t2` recorded twice: the same tree, another graph."""
+
+    def two(x):
+        return lg.exp(x + 1.0) * lg.exp(x + 1.0)
+
+    def one(x):
+        t = lg.exp(x + 1.0)
+        return t * t
+
+    for f, g in ((two, one), (one, two)):
+        lg.cache.clear(disk=False)
+        template.clear()
+        for _ in range(4):
+            exact([f(lg.asarray(A)).node])
+        k0 = exact([f(lg.asarray(A)).node])
+        assert compiled([f(lg.asarray(A)).node])
+        r = g(lg.asarray(A))
+        assert exact([r.node]) != k0
+        np.testing.assert_allclose(r.numpy(), np.exp(A + 1.0) ** 2, rtol=1e-5)
+
+
+def test_arity_and_static_mark_miss():
+    """A concatenation of three for one of two; a leaf marked static (model state)."""
+
+    def cat(*xs):
+        return lg.concatenate([lg.exp(x) for x in xs])
+
+    for _ in range(4):
+        exact([cat(lg.asarray(A), lg.asarray(B)).node])
+    roots = [cat(lg.asarray(A), lg.asarray(B)).node]
+    assert compiled(roots)
+    k0 = exact(roots)
+    r = cat(lg.asarray(A), lg.asarray(B), lg.asarray(A))
+    assert exact([r.node]) != k0
+    np.testing.assert_allclose(r.numpy(), np.exp(np.concatenate([A, B, A])), rtol=1e-5)
+    r = cat(lg.mark_static(lg.asarray(A)), lg.asarray(B))
+    assert exact([r.node]) != k0
+    np.testing.assert_allclose(r.numpy(), np.exp(np.concatenate([A, B])), rtol=1e-5)
+
+
+def test_repeated_roots_and_many_hits_stay_exact():
+    """Two roots, one requested twice, evaluated many times through the compiled matcher."""
+    for i in range(6):
+        x, y = lg.asarray(A * i), lg.asarray(B)
+        a = lg.tanh(x) + y
+        b = a * 0.5
+        exact([a.node, b.node, a.node])
+        lg.eval(a, b)
+        np.testing.assert_allclose(a.numpy(), np.tanh(A * i) + B, rtol=1e-5)
+        np.testing.assert_allclose(b.numpy(), (np.tanh(A * i) + B) * 0.5, rtol=1e-5)
+    roots = [(lg.tanh(lg.asarray(A)) + lg.asarray(B)).node]
+    assert template.find(roots)[1] is None or compiled(roots)
+
+
+def test_a_node_without_its_local_id_takes_the_general_match():
+    """A recorded node whose id was dropped: the compiled matcher defers (SLOW), the walk is exact."""
+    roots = warm()
+    _, t, _ = template.find(roots)
+    node = roots[0].inputs[0]
+    node.kid = None
+    assert t.fast(roots) is SLOW
+    exact(roots)
