@@ -138,8 +138,11 @@ def match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
     return nodes
 
 
-def buffers_ok(t: Template, held: tuple) -> bool:
-    """Whether the held buffers (in the template's buffer order) have its layouts, marks and aliasing."""
+def buffers_ok(t: Template, held: tuple, kids: tuple | None = None, marks: tuple | None = None) -> bool:
+    """Whether the held buffers (in the template's buffer order) have its layouts, marks and aliasing.
+
+    A compiled matcher passes their `kid` and `static` values too, read inline (cheaper than maps).
+    """
     if t.few:  # up to 3 buffers: one by one costs less than the bulk comparisons
         first: dict[int, int] = {}
         for (s, k, e), node in zip(t.few, held):
@@ -152,8 +155,10 @@ def buffers_ok(t: Template, held: tuple) -> bool:
             if c[1] != k or first.setdefault(c[2], s) != e:
                 return False
         return True
-    parts = list(map(_KID, held))
-    if list(map(type, parts)) != t.tuples or list(map(_FIRST, parts)) != list(map(_STATIC, held)):
+    parts = list(map(_KID, held)) if kids is None else list(kids)
+    if marks is None:
+        marks = tuple(map(_STATIC, held))
+    if list(map(type, parts)) != t.tuples or tuple(map(_FIRST, parts)) != marks:
         for x, node in enumerate(held):  # first seen, evaluated since, or marked static since
             c = parts[x]
             if type(c) is not tuple or c[0] != node.static:

@@ -109,7 +109,12 @@ def matcher_source(
         lines.append(f"    if ({types},) != ST: return None")
     if buffers:
         held = ", ".join(f"n{s}" for s in buffers)
-        lines.append(f"    if not buffers_ok(T, ({held},)): return None")
+        if len(buffers) <= 3:
+            lines.append(f"    if not buffers_ok(T, ({held},)): return None")
+        else:
+            kids = ", ".join(f"n{s}.kid" for s in buffers)
+            marks = ", ".join(f"n{s}.static" for s in buffers)
+            lines.append(f"    if not buffers_ok(T, ({held},), ({kids},), ({marks},)): return None")
     maybe = _could_coincide(n, ids, edges, inner, alias)
     if maybe:
         lines.append(f"    if len({{{', '.join(f'n{s}' for s in maybe)}}}) != {len(maybe)}: return None")
