@@ -158,12 +158,16 @@ def test_engine_small_regions_match_numpy(monkeypatch, dtype) -> None:  # noqa: 
 
 def test_a_region_with_more_arguments_than_the_stack_block(launcher: str) -> None:
     """Regions with more than MAX_ARGS arrays and scalars take the extension's heap block."""
-    xs = [np.full(8, i, dtype=np.float64) for i in range(launch.MAX_ARGS + 6)]
+    # one three-input member per two new arrays: more arguments than MAX_ARGS in a region far
+    # below fusion's member cap (jit/fusion.py MAX_MEMBERS)
+    n = launch.MAX_ARGS // 2 + 4
+    xs = [np.full(8, i, dtype=np.float64) for i in range(n)]
+    masks = [np.arange(8) % (i + 2) == 0 for i in range(n)]
 
     def build() -> list:
         acc = lg.asarray(xs[0])
-        for i, x in enumerate(xs[1:], 1):
-            acc = acc + lg.asarray(x) * (0.5 + i)
+        for x, m in zip(xs[1:], masks[1:]):
+            acc = lg.where(lg.asarray(m), lg.asarray(x), acc)
         return [acc]
 
     k, vals = _kernel(build)

@@ -423,7 +423,8 @@ def _math_calls(fn, x: np.ndarray) -> list[tuple[list[str], set[str]]]:  # noqa:
     found = []
     for sig in built:
         for variant in built[sig].variants.values():
-            data = compile_c._compile(compile_c.toolchain(), compile_c.flags(), variant.source)
+            tc = compile_c.toolchain()
+            data = compile_c.build_shared(tc["cc"], compile_c.flags(), variant.source, tc["libs"])
             with tempfile.NamedTemporaryFile(suffix=".so") as f:
                 f.write(data)
                 f.flush()
