@@ -325,8 +325,12 @@ def capture_graph(name: str, scale: float) -> object:
     return got[0] if got else None
 
 
-def search_part(names: list[str], quick: bool, seconds: float, graphs: int, cost: str) -> dict:
-    """Per model: TASO vs e-graph + greedy vs e-graph + ILP vs MCTS under one cost model and budget."""
+def search_part(
+    names: list[str], quick: bool, seconds: float, graphs: int, cost: str, ematch: bool = True
+) -> dict:
+    """Per model: TASO vs e-graph + greedy vs e-graph + ILP vs MCTS under one cost model and budget.
+
+    `ematch=False` runs the e-graph searches with the library matched on drawn graphs only."""
     from optimizer.eqsat.search import eqsat_search, mcts_search
     from optimizer.superopt.cost import CostModel
     from optimizer.superopt.search import taso_search
@@ -334,12 +338,17 @@ def search_part(names: list[str], quick: bool, seconds: float, graphs: int, cost
     runs = {
         "taso": lambda sg, st, m: taso_search(sg, st, m, seconds=seconds, graphs=graphs),
         "eg+greedy": lambda sg, st, m: eqsat_search(
-            sg, st, m, seconds=seconds, graphs=graphs, extract="greedy"
+            sg, st, m, seconds=seconds, graphs=graphs, extract="greedy", ematch=ematch
         ),
-        "eg+ilp": lambda sg, st, m: eqsat_search(sg, st, m, seconds=seconds, graphs=graphs, extract="ilp"),
-        "mcts": lambda sg, st, m: mcts_search(sg, st, m, seconds=seconds, graphs=graphs),
+        "eg+ilp": lambda sg, st, m: eqsat_search(
+            sg, st, m, seconds=seconds, graphs=graphs, extract="ilp", ematch=ematch
+        ),
+        "mcts": lambda sg, st, m: mcts_search(sg, st, m, seconds=seconds, graphs=graphs, ematch=ematch),
     }
-    print(f"\n== searches (cost model {cost}, {seconds} s each; cost x: cost-model speedup) ==")
+    how = "e-matched" if ematch else "matched on drawn graphs (--no-ematch)"
+    print(
+        f"\n== searches (cost model {cost}, {seconds} s each, library {how}; cost x: cost-model speedup) =="
+    )
     print(
         f"{'model':13} {'ops':>4} "
         + " ".join(f"{k + ' x':>12} {'s':>5} {'nodes':>5}" for k in runs)
@@ -372,7 +381,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small models and budgets (under a minute)")
     ap.add_argument("--generate", action="store_true", help="regenerate and verify the library in this run")
-    ap.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument(
+        "--models",
+        nargs="*",
+        default=None,
+        choices=list(MODELS),
+        help="models (default: all; the --quick searches table: BERT, NasRNN, NASNet-A unless named)",
+    )
     ap.add_argument("--reps", type=int, default=None, help="timed evaluations per graph (median)")
     ap.add_argument("--seconds", type=float, default=None, help="search budget per model")
     ap.add_argument("--graphs", type=int, default=None, help="graphs explored per model at most")
@@ -384,6 +399,18 @@ def main() -> None:
         help="the search the pass uses for the measured part (LAZYGRAPH_SUPEROPT_SEARCH)",
     )
     ap.add_argument("--no-searches", action="store_true", help="skip the table comparing the searches")
+    ap.add_argument(
+        "--no-ematch",
+        action="store_true",
+        help="e-graph searches match the library on drawn graphs only (the first version, to compare)",
+    )
+    ap.add_argument(
+        "--search-seconds",
+        type=float,
+        default=None,
+        help="budget per search in the searches table (default: 0.5 with --quick, else --seconds)",
+    )
+    ap.add_argument("--no-models", action="store_true", help="skip the measured part (searches table only)")
     ap.add_argument(
         "--cpu-searches",
         nargs="*",
@@ -408,14 +435,17 @@ def main() -> None:
     library_part(a.generate, a.quick)
     if not a.no_searches:
         # --quick: the three models where the searches differ, 0.5 s each (the minute's budget)
-        names = [m for m in a.models if m in QUICK_SEARCHES] if a.quick else a.models
-        found = search_part(names, a.quick, 0.5 if a.quick else seconds, graphs, cost)
+        names = a.models or (list(QUICK_SEARCHES) if a.quick else list(MODELS))
+        budget = a.search_seconds or (0.5 if a.quick else seconds)
+        found = search_part(names, a.quick, budget, graphs, cost, ematch=not a.no_ematch)
         for key in ("taso", "eg+greedy", "eg+ilp", "mcts"):
             vals = [r[key]["cost"] for r in found.values()]
             if vals:
                 print(f"result: {key}_cost_model_speedup_geomean = {statistics.geometric_mean(vals):.3f}")
+    if a.no_models:
+        return
     searches = [a.search] + [s for s in (a.cpu_searches or []) if s != a.search]
-    res = model_part(a.models, a.quick, reps, seconds, graphs, cost, searches)
+    res = model_part(a.models or list(MODELS), a.quick, reps, seconds, graphs, cost, searches)
     cpu = [r["cpu"] for r in res.values()]
     model = [r["cost"] for r in res.values()]
     print(f"result: cost_model_speedup_geomean = {statistics.geometric_mean(model):.3f}")

@@ -216,8 +216,15 @@ class EGraph:
         return self.members[self.find(c)]
 
     def children(self, idx: int) -> tuple[int, ...]:
-        """Canonical child classes of e-node idx."""
-        return tuple(self.find(c) for c in self.enodes[idx].children)
+        """Canonical child classes of e-node idx (memoized while the e-graph is unchanged:
+        extraction reads them many times)."""
+        memo = self.__dict__.get("_kids")
+        if memo is None or memo[0] != self.version:
+            memo = self._kids = (self.version, {})
+        got = memo[1].get(idx)
+        if got is None:
+            got = memo[1][idx] = tuple(self.find(c) for c in self.enodes[idx].children)
+        return got
 
 
 def from_graph(sg: SGraph) -> tuple[EGraph, dict[int, int]]:

@@ -62,6 +62,26 @@ def constant_classes(eg: EGraph) -> set[int]:
     return const
 
 
+def constant_picks(eg: EGraph) -> dict[int, int]:
+    """An acyclic choice for every constant class: the e-node that first made it constant."""
+    pick: dict[int, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for c, idxs in eg.members.items():
+            if c in pick:
+                continue
+            for idx in idxs:
+                n = eg.enodes[idx].node
+                if n.op in ("weight", "scalar", "const") or (
+                    not n.leaf and all(ch in pick for ch in eg.children(idx))
+                ):
+                    pick[c] = idx
+                    changed = True
+                    break
+    return pick
+
+
 def node_costs(eg: EGraph, model: CostModel, const: set[int], memo: dict | None = None) -> list[float]:
     """The linear cost of every e-node (memoized on operator, shapes and constness)."""
     memo = {} if memo is None else memo
@@ -92,28 +112,43 @@ def greedy(eg: EGraph, costs: list[float], history: bool = True) -> Choice:
     """Bottom-up greedy to a fixpoint; `history` counts shared e-nodes once (the paper's cost)."""
     # class -> (cost, e-node, e-nodes below, classes below): the sets are the history
     best: dict[int, tuple[float, int, frozenset, frozenset]] = {}
-    empty: frozenset = frozenset()
+    readers: dict[int, list[tuple[int, int]]] = {}
+    todo: list[tuple[int, int]] = []
+    for c, idxs in eg.members.items():
+        for idx in idxs:
+            ch = eg.children(idx)
+            todo.append((c, idx))
+            for d in set(ch):
+                readers.setdefault(d, []).append((c, idx))
+    # a worklist by rounds: an e-node is looked at again only when a child's choice improved
     for _ in range(len(eg.members) + 1):
-        changed = False
-        for c, idxs in eg.members.items():
-            for idx in idxs:
-                ch = eg.children(idx)
-                if c in ch or any(d not in best for d in ch):
-                    continue
-                below = empty.union(*(best[d][3] for d in ch)) | set(ch)
-                if c in below:
-                    continue  # a child's choice reads this class: choosing idx makes a cycle
-                if history:
-                    seen = empty.union(*(best[d][2] for d in ch)) | {idx}
-                    cost = sum(costs[k] for k in seen)
-                else:
-                    seen = empty
-                    cost = costs[idx] + sum(best[d][0] for d in ch)
-                if c not in best or cost < best[c][0] - 1e-15:
-                    best[c] = (cost, idx, seen, below)
-                    changed = True
-        if not changed:
+        improved: dict[int, None] = {}
+        for c, idx in todo:
+            ch = eg.children(idx)
+            if c in ch or any(d not in best for d in ch):
+                continue
+            kids = [best[d] for d in dict.fromkeys(ch)]
+            if any(c in k[3] for k in kids):
+                continue  # a child's choice reads this class: choosing idx makes a cycle
+            if history:
+                # the union's cost without building it: the largest child set plus what the
+                # others add (the sets are mostly nested, so the extras are few)
+                base = max(kids, key=lambda k: len(k[2])) if kids else None
+                have = base[2] if base is not None else frozenset()
+                extra = {e for k in kids if k is not base for e in k[2] if e not in have}
+                extra.add(idx)
+                extra -= have
+                cost = (base[0] if base is not None else 0.0) + sum(costs[e] for e in extra)
+            else:
+                cost = costs[idx] + sum(k[0] for k in kids)
+            if c not in best or cost < best[c][0] - 1e-15:
+                below = frozenset(ch).union(*(k[3] for k in kids))
+                seen = have | extra if history else frozenset()
+                best[c] = (cost, idx, seen, below)
+                improved[c] = None
+        if not improved:
             break
+        todo = list(dict.fromkeys(r for c in improved for r in readers.get(c, ())))
     missing = [r for r in eg.roots if eg.find(r) not in best]
     if missing:
         raise ValueError(f"extraction: no acyclic term for output classes {missing}")
@@ -161,18 +196,18 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     except ImportError:  # the optional `search` extra: the greedy's choice stands
         return None
 
-    classes = _live_classes(eg)
+    # constant classes are folded once (free): they leave the program, each with the acyclic
+    # choice that made it constant, so the ILP decides the computed classes only
+    fixed = constant_picks(eg)
+    classes = _live_classes(eg, fixed)
     cidx = {c: k for k, c in enumerate(classes)}
     enodes = [(idx, c) for c in classes for idx in eg.members[c] if c not in eg.children(idx)]
     # a cycle of a selection lies within one strongly connected component of the class graph:
     # order variables and constraints only there (most e-graphs here are mostly acyclic)
     comp = _components(eg, classes)
     multi = _multi(comp)
-    cyclic = {c for c in classes if comp[c] in multi}
-    tidx = {c: k for k, c in enumerate(c for c in classes if c in cyclic)}
+    tidx = {c: k for k, c in enumerate(c for c in classes if comp[c] in multi)}
     nx, ny, nt = len(enodes), len(classes), len(tidx)
-    if os.environ.get("EQSAT_DEBUG"):
-        print("ilp sizes", nx, ny, nt, len(multi), file=sys.stderr)
     big = float(nt + 1)
     h = _highs(highspy)
     h.setOptionValue("output_flag", False)
@@ -193,16 +228,18 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     for k, (idx, c) in enumerate(enodes):
         by_class.setdefault(c, []).append(k)
         for d in set(eg.children(idx)):
+            if d not in cidx:
+                continue  # a constant class: always available
             # x_k <= y_d: a chosen e-node's children are used
             h.addRow(-inf, 0.0, 2, np.array([k, nx + cidx[d]], np.int32), np.array([1.0, -1.0]))
             if c in tidx and d in tidx and comp[c] == comp[d]:
                 # t_c - t_d - big * x_k >= 1 - big: the order forbids cycles
                 cols = np.array([nx + ny + tidx[c], nx + ny + tidx[d], k], np.int32)
                 h.addRow(1.0 - big, inf, 3, cols, np.array([1.0, -1.0, -big]))
-    for c in classes:  # a used class has a chosen e-node
+    for c in classes:  # a used class has exactly one chosen e-node, an unused one none
         ks = by_class.get(c, [])
         cols = np.array([*ks, nx + cidx[c]], np.int32)
-        h.addRow(0.0, inf, len(cols), cols, np.array([1.0] * len(ks) + [-1.0]))
+        h.addRow(0.0, 0.0, len(cols), cols, np.array([1.0] * len(ks) + [-1.0]))
     if start is not None:
         order = reachable(eg, start.pick) or []
         pos = {c: k for k, c in enumerate(order)}
@@ -220,7 +257,7 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     values = h.getSolution().col_value
     if h.getInfo().primal_solution_status != 2 or not values:
         return None
-    pick: dict[int, int] = {}
+    pick: dict[int, int] = dict(fixed)
     for k, (idx, c) in enumerate(enodes):
         if values[k] > 0.5:
             pick.setdefault(c, idx)
@@ -231,13 +268,14 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     return Choice(pick, linear_cost(eg, pick, costs), method)
 
 
-def _live_classes(eg: EGraph) -> list[int]:
-    """Classes some selection could use: those reachable from the roots through any e-node."""
+def _live_classes(eg: EGraph, fixed: dict[int, int]) -> list[int]:
+    """Classes some selection could use (reachable from the roots through any e-node), less
+    the `fixed` ones."""
     seen: dict[int, None] = {}
     stack = [eg.find(r) for r in eg.roots]
     while stack:
         c = stack.pop()
-        if c in seen:
+        if c in seen or c in fixed:
             continue
         seen[c] = None
         for idx in eg.members[c]:
@@ -247,7 +285,8 @@ def _live_classes(eg: EGraph) -> list[int]:
 
 def _components(eg: EGraph, classes: list[int]) -> dict[int, int]:
     """Strongly connected components of the class graph (c -> d when an e-node of c reads d)."""
-    succ = {c: {d for idx in eg.members[c] for d in eg.children(idx)} for c in classes}
+    live = set(classes)
+    succ = {c: {d for idx in eg.members[c] for d in eg.children(idx) if d in live} for c in classes}
     index: dict[int, int] = {}
     low: dict[int, int] = {}
     comp: dict[int, int] = {}

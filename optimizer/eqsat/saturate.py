@@ -191,11 +191,14 @@ class Saturation:
             return self.sg
 
     def extract(self, method: str = "greedy", seconds: float = 5.0) -> tuple[SGraph, Choice]:
-        """The best graph by `method` (greedy or ilp), never costlier than the input."""
+        """The best graph by `method` (greedy or ilp), never costlier than the input; `seconds`
+        bounds the extraction as a whole (the ILP gets what the costs and the greedy left)."""
+        t0 = time.perf_counter()
         costs = self.costs()
         choices = [greedy(self.eg, costs)]
         if method == "ilp":
-            exact = ilp(self.eg, costs, seconds, start=choices[0])
+            left = max(0.05, seconds - (time.perf_counter() - t0))
+            exact = ilp(self.eg, costs, left, start=choices[0])
             if exact is not None:
                 choices.append(exact)
         # the linear costs miss fusion (epilogues, elementwise regions): the full model decides,

@@ -45,10 +45,14 @@ def eqsat_search(
     graphs: int = 100,
     extract: str = "ilp",
     node_limit: int = NODE_LIMIT,
+    ematch: bool = True,
 ) -> SearchResult:
-    """Saturate with the last stage's rules under the limits, then extract (ILP or greedy)."""
+    """Saturate with the last stage's rules under the limits, then extract (ILP or greedy).
+
+    `ematch=False`: the library's rules match only on graphs drawn from the e-graph (the
+    first version; kept to measure what e-matching brings)."""
     t0 = time.perf_counter()
-    sat = Saturation(sg, stages[0], model or CostModel(), node_limit=node_limit)
+    sat = Saturation(sg, stages[0], model or CostModel(), node_limit=node_limit, ematch=ematch)
     stopped = "saturated"
     best = sg
     # stages as in the TASO search: the structural merges saturate in a few steps, the
@@ -78,10 +82,11 @@ def mcts_search(
     budget: int = 6,
     depth: int = 2,
     seed: int = 0,
+    ematch: bool = True,
 ) -> SearchResult:
     """The merges saturated, then MCTS-guided construction under the e-node budget, then ILP."""
     t0 = time.perf_counter()
-    sat = Saturation(sg, stages[0], model or CostModel(), node_limit=node_limit)
+    sat = Saturation(sg, stages[0], model or CostModel(), node_limit=node_limit, ematch=ematch)
     if len(stages) > 1:
         # the structural merges first, saturated as a plain step (they converge in a few
         # rounds); MCTS then chooses among all rules, where the phase ordering matters
