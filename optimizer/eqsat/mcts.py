@@ -182,17 +182,22 @@ class MCTS:
             eg, cost = new, c
         return reward / self.start
 
-    def choose(self, deadline: float) -> TreeNode | None:
-        """One MCTS from the main e-graph; the root's child with the best average value."""
+    def choose(self, deadline: float, root: TreeNode | None = None) -> TreeNode | None:
+        """One MCTS from the main e-graph; the root's child with the best average value.
+
+        `root`: the previous step's chosen child, whose subtree (statistics, children) the
+        search continues from (the paper's reuse of the subtree below the best child)."""
         self.made = []
-        root = TreeNode(self.sat.eg, self.cost(self.sat.eg))
+        if root is None or root.eg is not self.sat.eg:
+            root = TreeNode(self.sat.eg, self.cost(self.sat.eg))
         self._graphs.clear()
         # rules with no match on the root's graphs are pruned for this search (children inherit:
         # a rewrite rarely enables a rule that had no match anywhere)
         self.allowed = sorted(self.applicable(root.eg, deadline))
         if not self.allowed:
             return None
-        for _ in range(self.budget):
+        # at least one iteration per applicable rule: a rule never tried at the root cannot be chosen
+        for _ in range(max(self.budget, len(self.allowed))):
             if time.perf_counter() > deadline or root.saturated:
                 break
             node = self._select(root)
@@ -212,14 +217,17 @@ class MCTS:
     def run(self, seconds: float) -> str:
         """Grow the main e-graph by MCTS-chosen actions; returns why it stopped."""
         deadline = time.perf_counter() + seconds
+        root: TreeNode | None = None
         while True:
             if self.sat.full:
                 return "nodes"
             if time.perf_counter() > deadline:
                 return "time"
-            best = self.choose(deadline)
+            best = self.choose(deadline, root)
             if best is None:
                 return "saturated" if time.perf_counter() <= deadline else "time"
+            best.parent = None  # the next search starts from its subtree
+            root = best
             self.sat.eg = best.eg
             seen = self.sat.seen_best
             if best.made is not None and (seen is None or best.made[0] < seen[0]):

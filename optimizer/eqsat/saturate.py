@@ -111,6 +111,7 @@ class Saturation:
         into eg; the new graphs."""
         seen = self.seen if seen is None else seen
         made: list[tuple[SGraph, dict[int, int]]] = []
+        tried = 0  # candidates built (each a graph copy): a limited action stops at 2 * limit
         for g, gmap in graphs:
             order = g.topo()
             if order is None or eg.size >= self.node_limit or time.perf_counter() > deadline:
@@ -119,6 +120,9 @@ class Saturation:
                 continue
             for cand in matcher_of(rule).rewrites(Context(g, order)):
                 self.generated += 1
+                tried += 1
+                if limit is not None and tried > 2 * limit:
+                    break
                 key = cand.key()
                 if key in seen:
                     continue
