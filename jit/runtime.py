@@ -29,7 +29,9 @@ picks its renderer, and its allocator, compiler, loader and library calls are it
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -152,6 +154,10 @@ class Backend(ABC):
     def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
         """Each window's cotangent spread over the elements it averaged (x supplies the shape)."""
 
+    def namespace(self) -> Any:
+        """The array namespace of this device's buffers (NumPy's module; CuPy's on "cuda")."""
+        return np
+
     def library(self, op: str) -> Any:
         """The library call implementing operator `op` (e.g. "conv2d"), or None where there is none."""
         name = {"matmul": "gemm"}.get(op, op)
@@ -169,3 +175,42 @@ LIBRARY_CALLS = (
     "avg_pool2d",
     "avg_pool2d_grad",
 )
+
+
+#: (backend name, "to_device" | "to_host") -> copies, and the same with "_bytes" -> bytes copied
+_TRANSFERS: Counter = Counter()
+#: (backend name, what) -> steps that ran on the host with a counted round trip (`host_step`)
+_HOST_STEPS: Counter = Counter()
+_count_lock = threading.Lock()
+
+
+def count_transfer(name: str, direction: str, nbytes: int) -> None:
+    """Account one copy of `nbytes` between host and device `name` ("to_device" or "to_host")."""
+    with _count_lock:
+        _TRANSFERS[(name, direction)] += 1
+        _TRANSFERS[(name, direction + "_bytes")] += int(nbytes)
+
+
+def count_host_step(name: str, what: str) -> None:
+    """Account one step of device `name` that ran on the host (its operands copied there and back)."""
+    with _count_lock:
+        _HOST_STEPS[(name, what)] += 1
+
+
+def transfers(name: str | None = None) -> dict:
+    """Host <-> device copies so far: {"to_device": n, "to_device_bytes": b, "to_host": ..., ...}
+    for device `name`, or keyed by (device, direction) for every device."""
+    with _count_lock:
+        if name is None:
+            return dict(_TRANSFERS)
+        out = {k: 0 for k in ("to_device", "to_device_bytes", "to_host", "to_host_bytes")}
+        out.update({d: n for (b, d), n in _TRANSFERS.items() if b == name})
+        return out
+
+
+def host_steps(name: str | None = None) -> dict:
+    """Steps that ran on the host with a round trip, by what they were, for device `name` (or all)."""
+    with _count_lock:
+        if name is None:
+            return dict(_HOST_STEPS)
+        return {w: n for (b, w), n in _HOST_STEPS.items() if b == name}

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from jit import window_cuda as wc
+from jit.runtime import count_host_step
 from ops.conv import out_hw
+from ops.settings import SETTINGS
 
 Pair = tuple[int, int]
 
@@ -339,12 +341,34 @@ def call(be: Any, op: str, args: tuple, out: Any, attrs: dict) -> Any | None:
 class DeviceWindowCalls:
     """The backend interface's window calls for a CUDA device, each routed through `self._device`.
 
-    Both CUDA backends (real and emulated) inherit these; each defines `_device(op, args, out,
-    exact, attrs)`, which tries `call` above and falls back to its own host path.
+    Both CUDA backends (real and emulated) inherit these and `_device`, which tries `call`
+    above and falls back to the CPU backend's call on host copies (`_on_host`). A backend
+    provides `to_host`, `to_device`, `copyto`, `contiguous`, `empty`, `gemm` and the cuDNN probe.
     """
 
-    def _device(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
+    def host_backend(self) -> Any:
+        """The CPU backend, whose calls run the steps the device kernels do not take."""
         raise NotImplementedError
+
+    def _device(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
+        """cuDNN or the CUDA window kernels; the host's call (a counted round trip) for dtypes
+        they do not take, and under LAZYGRAPH_JIT=0."""
+        v = call(self, op, args, out, attrs) if SETTINGS.jit else None
+        return self._on_host(op, args, out, exact, attrs) if v is None else v
+
+    def _on_host(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
+        """The CPU backend's call on host copies of the operands, its value copied back (into `out`).
+
+        The one place a window step leaves the device: float16, bool and mixed dtypes, which
+        the CUDA kernels do not take. Each is counted (`jit.backend.host_steps`).
+        """
+        count_host_step(self.name, op)
+        host = [None if a is None else self.to_host(a) for a in args]
+        v = self.to_device(getattr(self.host_backend(), op)(*host, exact=exact, **attrs))
+        if out is None:
+            return v
+        self.copyto(out, v)
+        return out
 
     def conv2d(
         self, x: Any, w: Any, b: Any = None, *, out: Any = None, exact: bool = True, **attrs: Any

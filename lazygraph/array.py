@@ -20,7 +20,7 @@ from numpy.exceptions import ComplexWarning
 
 from cache.key import hint_of, kid_of, leaf_hint
 from lazygraph import txn, writes
-from lazygraph.device import CPU, Device, canonical, default, place
+from lazygraph.device import CPU, Device, canonical, default, host_value, on_device, place
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.engine.attempt import RELEASED
 from lazygraph.gradmode import GRAD_STATE, is_grad_enabled, track
@@ -118,8 +118,9 @@ def constant(value: Any, dtype: Any = None, device: Any = None) -> Node:
     if arr.dtype == object:
         raise TypeError(f"asarray: cannot convert {type(value).__name__} to a numeric array")
     arr.flags.writeable = False
-    node = Node(BUFFER, (), {}, arr.shape, arr.dtype, buffer=arr)
-    node.device = canonical(device)
+    dev = canonical(device)
+    node = Node(BUFFER, (), {}, arr.shape, arr.dtype, buffer=on_device(arr, dev))
+    node.device = dev
     return node
 
 
@@ -330,7 +331,7 @@ class Array:
         node = self.node
         if node.buffer is None:
             evaluation.evaluate([node])
-        return np.asarray(node.buffer)
+        return host_value(node)  # a device's value is copied back here, and only here
 
     def numpy(self) -> np.ndarray:
         """Evaluate; the result is a read-only NumPy array (copy it to modify)."""

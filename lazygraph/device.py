@@ -16,6 +16,11 @@ object (a `Device`, equal to its name) and that context manager.
 
 Evaluation (lazygraph/engine/evaluate.py) runs a graph with its device's backend
 (jit/backend/), and the device is part of the cache key, in memory and on disk.
+
+Values stay where they live: a leaf placed on a device whose memory is not the host's holds
+that device's array (`on_device`: copied once, when placed), evaluated values stay device
+arrays (lazygraph/engine/device_run.py), and only `host_value` (`.numpy()`, printing,
+`to("cpu")`) copies one back.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from ops.creation import SCALAR
 from ops.node import HOST, Node
@@ -173,3 +180,29 @@ def of(node: Node) -> str:
     """The device of a node (a neutral one reads as the default device)."""
     d = node.device
     return d if d is not None else default()
+
+
+def on_device(value: np.ndarray, dev: str) -> Any:
+    """`value` (host data) as the buffer of a leaf on `dev`: the device's array (a counted copy)
+    where its memory is not the host's, else `value` itself."""
+    if dev is HOST:
+        return value
+    from jit import backend
+
+    be = backend.get(dev)
+    return value if backend.host_memory(be) else be.to_device(value)
+
+
+def host_value(node: Node) -> np.ndarray:
+    """The value a node holds, as a read-only host array (a counted copy from device memory)."""
+    b = node.buffer
+    if type(b) is np.ndarray:
+        return b
+    d = node.device
+    if d is not None and d is not HOST and hasattr(b, "shape") and not isinstance(b, np.generic):
+        from jit import backend
+
+        h = backend.get(d).to_host(b)
+        h.setflags(write=False)
+        return h
+    return np.asarray(b)

@@ -1,9 +1,9 @@
 """Transfers: a value moved to another device is an evaluated copy, a leaf of the new device.
 
 `x.to(device)` / `x.to_device(device)` (installed on `Array` here) and `nn.Module.to` (in place,
-through `move_`). The engine keeps every device's values in host memory between steps (a
-device's kernels copy in and out where its memory is not the host's), so a copy shares the
-read-only buffer. See lazygraph/device.py for placement.
+through `move_`). The value comes to the host (`host_value`: a counted copy from a device's
+memory) and goes into the destination's memory (`on_device`: a counted copy where that is not
+the host's; to the CPU the read-only host array is shared). See lazygraph/device.py.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from lazygraph.array import Array, from_node
-from lazygraph.device import canonical, of
+from lazygraph.device import canonical, of, on_device
 from ops.creation import BUFFER
 from ops.node import Node
 
 
 def _copy_leaf(node: Node, value: Any, dst: str) -> Node:
-    """A leaf on `dst` holding `value` (the engine keeps values in host memory on every device)."""
-    fresh = Node(BUFFER, (), {}, node.shape, node.dtype, buffer=value)
+    """A leaf on `dst` holding host `value`, copied into `dst`'s memory where it is not the host's."""
+    fresh = Node(BUFFER, (), {}, node.shape, node.dtype, buffer=on_device(value, dst))
     fresh.device = dst
     fresh.static = node.static
     return fresh

@@ -16,6 +16,7 @@ import lazygraph as lg
 import lazygraph.nn.functional as F
 from jit import backend
 from jit.backend import cuda_emulated
+from jit.backend.emulated_array import EmulatedDeviceArray
 from jit.fusion import find_regions
 from jit.kernel import FusedKernel
 from lazygraph.engine.evaluate import schedule
@@ -66,11 +67,14 @@ def check(outs: list[lg.Array], exact: bool, rtol: float = 2e-5, atol: float = 1
             np.testing.assert_allclose(e, ref, rtol=rtol, atol=atol)
 
 
-def test_registered_with_cuda_source_and_host_memory() -> None:
+def test_registered_with_cuda_source_and_device_arrays() -> None:
     assert EMU.name == "cuda-emulated" and EMU.language == "cuda" and EMU.available()
-    assert "cuda-emulated" in backend.available()
+    assert "cuda-emulated" in backend.available() and not backend.host_memory(EMU)
     buf = EMU.empty((2, 3), np.dtype("float32"))
-    assert type(buf) is np.ndarray and EMU.is_buffer(buf)
+    assert type(buf) is EmulatedDeviceArray and EMU.is_buffer(buf)
+    assert not EMU.is_buffer(np.zeros(3))
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(buf)  # device memory, as CuPy's: only explicit copies reach the host
 
 
 RNG = np.random.default_rng(0)

@@ -263,8 +263,9 @@ def test_missing_cudnn_warns_once_and_convolves_with_im2col() -> None:
     wcc._warned.discard(be.name)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ys = [be.conv2d(x, w, None, exact=False, **attrs) for _ in range(3)]
-        be.conv2d_grad_weight(ys[0], x, w, exact=False, **attrs)
+        xd, wd = be.to_device(x), be.to_device(w)
+        ys = [be.to_host(be.conv2d(xd, wd, None, exact=False, **attrs)) for _ in range(3)]
+        be.conv2d_grad_weight(be.to_device(ys[0]), xd, wd, exact=False, **attrs)
     mine = [c for c in caught if issubclass(c.category, wcc.CudnnMissingWarning)]
     assert len(mine) == 1
     text = str(mine[0].message)
@@ -402,9 +403,10 @@ def test_an_injected_grid_stride_bug_fails_on_the_emulated_device(monkeypatch: p
     x = np.random.default_rng(9).standard_normal((3, 2, 9, 9))
     geo = {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1), "dilation": (1, 1)}
     want = F.max_pool2d(lg.asarray(x), 3, 1, 1).numpy()
-    good = wcc.max_pool2d(be, x, out=np.full(want.shape, np.nan), **geo)
+    xd = be.to_device(x)  # the device's arrays, as the engine hands them over
+    good = be.to_host(wcc.max_pool2d(be, xd, out=be.to_device(np.full(want.shape, np.nan)), **geo))
     np.testing.assert_array_equal(good, want)
     monkeypatch.setattr(wc, "_programs", {})  # build from the edited source
     monkeypatch.setattr(wc, "LOOP", wc.LOOP.replace("+ threadIdx.x;", "+ threadIdx.x + 1;"))
-    bad = wcc.max_pool2d(be, x, out=np.full(want.shape, np.nan), **geo)
+    bad = be.to_host(wcc.max_pool2d(be, xd, out=be.to_device(np.full(want.shape, np.nan)), **geo))
     assert np.isnan(bad.flat[0]) and not np.array_equal(bad, want)

@@ -7,7 +7,13 @@ with `register`.
 `running(name)` names the backend an evaluation runs with, for the thread evaluating: the
 engine enters it around an evaluation on a device, and the steps built meanwhile (fused regions,
 window and library steps) bind `active()`. `host_memory(b)` says whether a backend's buffers are
-NumPy arrays in host memory (the CPU and the emulated CUDA device), or must be copied.
+NumPy arrays in host memory (the CPU), or device arrays (CuPy arrays on "cuda", emulated device
+arrays on "cuda-emulated") that the engine keeps on the device between steps.
+
+`count_transfer` is how every backend's `to_device` and `to_host` account for a copy between
+host and device memory; `transfers()` reads the counters (tests check that a device-resident
+program copies its leaves once and nothing per step), `host_steps()` the steps that had to run
+on the host (each a counted round trip).
 """
 
 from __future__ import annotations
@@ -18,9 +24,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-
-from jit.runtime import Backend, Binary, Program, ScalarSlots
+from jit.runtime import (
+    Backend,
+    Binary,
+    Program,
+    ScalarSlots,
+    count_host_step,
+    count_transfer,
+    host_steps,
+    transfers,
+)
 
 __all__ = [
     "Backend",
@@ -30,11 +43,15 @@ __all__ = [
     "active",
     "active_name",
     "available",
+    "count_host_step",
+    "count_transfer",
     "get",
     "host_memory",
+    "host_steps",
     "library_call",
     "register",
     "running",
+    "transfers",
 ]
 
 #: name -> "module:Class" (imported on first use) or a factory
@@ -115,17 +132,12 @@ def host_memory(b: Backend) -> bool:
 
 
 def library_call(b: Backend, op: str, args: tuple, out: Any, attrs: dict) -> Any:
-    """Operator `op`'s library call on `b` for host values (its inexact, fast form), into `out`.
+    """Operator `op`'s library call on `b` for values in `b`'s memory (its inexact, fast form), into `out`.
 
-    Where `b`'s memory is not the host's, the operands are copied to it and the value back.
+    The engine keeps a device's values on the device (lazygraph/engine/program.py), so the
+    operands are `b`'s arrays and so is the value: nothing is copied here.
     """
     call = b.library(op)
     if call is None:
         raise ValueError(f"the {b.name} backend has no library call for {op!r}")
-    if host_memory(b):
-        return call(*args, out=out, exact=False, **attrs)
-    v = b.to_host(call(*[None if a is None else b.to_device(a) for a in args], exact=False, **attrs))
-    if out is None:
-        return v
-    np.copyto(out, v)
-    return out
+    return call(*args, out=out, exact=False, **attrs)

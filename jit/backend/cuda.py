@@ -13,7 +13,7 @@
   and cuBLAS run instead, after a one-time `CudnnMissingWarning` naming what to install.
   Max and average pooling and their gradients are the CUDA kernels of jit/window_cuda.py.
   Dtypes those kernels do not take (float16, bool, mixed) run on the host through the CPU
-  backend (a copy each way). The same kernels and calls run on the emulated device, which is
+  backend (a counted copy each way: `jit.backend.host_steps`). The same kernels and calls run on the emulated device, which is
   how CI checks them (jit/window_cuda_calls.py).
 
 All CuPy calls live in jit/backend/cuda_cupy.py, imported on first use: this module imports,
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from jit import nvrtc, window_cuda_calls
+from jit.backend import count_transfer
 from jit.runtime import Backend, Binary, Program, ScalarSlots
 from ops.conv import out_hw
-from ops.settings import SETTINGS
 
 _UNPROBED = object()
 
@@ -73,7 +73,7 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
 
     name = "cuda"
     language = "cuda"
-    #: buffers are CuPy arrays: the engine's host values are copied in and out (jit/backend)
+    #: buffers are CuPy arrays: the engine keeps a program's values on the GPU between steps
     host_memory = False
     #: convolutions without cuDNN warn once (jit/window_cuda_calls.py)
     expects_cudnn = True
@@ -94,11 +94,18 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
         return _rt().empty(shape, dtype)
 
     def to_device(self, host: Any) -> Any:
-        """cupy.asarray (a copy to the device unless `host` is a CuPy array already)."""
-        return _rt().to_device(host)
+        """cupy.asarray (a copy to the device, counted, unless `host` is a CuPy array already)."""
+        if self.is_buffer(host):
+            return host
+        v = _rt().to_device(host)
+        count_transfer(self.name, "to_device", v.nbytes)
+        return v
 
     def to_host(self, x: Any) -> np.ndarray:
-        """cupy.asnumpy."""
+        """cupy.asnumpy (a counted copy for a CuPy array)."""
+        if not self.is_buffer(x):
+            return np.asarray(x)
+        count_transfer(self.name, "to_host", x.nbytes)
         return _rt().to_host(x)
 
     def is_buffer(self, x: Any) -> bool:
@@ -150,6 +157,10 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
             _rt().relu(y)
         return y
 
+    def namespace(self) -> Any:
+        """CuPy's module (NumPy's API creating CuPy arrays)."""
+        return _rt().cupy
+
     # -- helpers of the device window calls (jit/window_cuda_calls.py) ----------------------
     def contiguous(self, x: Any) -> Any:
         """cupy.ascontiguousarray."""
@@ -164,6 +175,12 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
         if self._cudnn is _UNPROBED:
             self._cudnn = _rt().cudnn() if self._have_cupy() else None
         return self._cudnn
+
+    def host_backend(self) -> Any:
+        """The CPU backend (the host path of dtypes the CUDA kernels do not take)."""
+        from jit.backend import get
+
+        return get("cpu")
 
     def cudnn_missing_reason(self) -> str:
         """What the one-time warning says is missing."""
@@ -186,19 +203,3 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
         g, x, w = args
         gw = out if out is not None else self.empty(tuple(w.shape), g.dtype)
         return rt.conv_backward_filter(rt.contiguous(x), rt.contiguous(g), gw, *conv)
-
-    def _on_host(self, call: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
-        """The CPU backend's library call on host copies, its result copied back (into `out`)."""
-        from jit.backend import get
-
-        host = [None if a is None else self.to_host(a) for a in args]
-        v = self.to_device(getattr(get("cpu"), call)(*host, exact=exact, **attrs))
-        if out is None:
-            return v
-        _rt().copyto(out, v)
-        return out
-
-    def _device(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
-        """cuDNN or the CUDA window kernels; the host's call for dtypes they do not take."""
-        v = window_cuda_calls.call(self, op, args, out, attrs) if SETTINGS.jit else None
-        return self._on_host(op, args, out, exact, attrs) if v is None else v

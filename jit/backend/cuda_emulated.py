@@ -4,12 +4,16 @@ A backend for checking the CUDA kernels without a GPU: `language = "cuda"`, so F
 renders the very source the CUDA backend compiles (jit/render_cuda.py), and this backend runs
 it on the host.
 
-- Allocator and GEMM: the CPU backend's (NumPy buffers; host memory is this device's
-  memory), inherited from `CpuBackend`.
-- Window library calls (pooling and its gradients, convolution and its gradients): the CUDA
-  kernels of jit/window_cuda.py, emulated like every other kernel, with NumPy's GEMM where the
-  CUDA backend would call cuBLAS (jit/window_cuda_calls.py: the CUDA backend's cuDNN-less
-  path). Dtypes those kernels do not take, and LAZYGRAPH_JIT=0, use the CPU backend's calls.
+- Allocator: device arrays with CuPy's rules over host memory (`EmulatedDeviceArray`,
+  jit/backend/emulated_array.py): `empty`, `to_device` and `to_host` (both counted copies,
+  `jit.backend.transfers`), so the engine keeps values on this device exactly as it keeps
+  CuPy arrays on "cuda", and any hidden `np.asarray` of a device value raises here, in CI.
+  Kernels and GEMM get the memory behind the device arrays (`_raw`), as CUDA gets pointers.
+- GEMM: NumPy's matmul where the CUDA backend calls cuBLAS. Window library calls (pooling
+  and its gradients, convolution and its gradients): the CUDA kernels of jit/window_cuda.py,
+  emulated like every other kernel (jit/window_cuda_calls.py: the CUDA backend's cuDNN-less
+  path). Dtypes those kernels do not take, and LAZYGRAPH_JIT=0, run the CPU backend's calls
+  on host copies (a counted round trip, as on "cuda").
 - Compiler: the rendered source is wrapped in a C++ prelude and compiled by the system C++
   compiler (`$CXX`, else the C compiler's C++ sibling: c++, g++, clang++) with the CPU
   backend's value-preserving flags (`-ffp-contract=off` unless fast math; never the fast-math
@@ -59,7 +63,9 @@ from typing import Any
 import numpy as np
 
 from jit import c_program, compile_c, store, window_cuda_calls
+from jit.backend import count_transfer
 from jit.backend.cpu import CpuBackend
+from jit.backend.emulated_array import EmulatedDeviceArray, emulated_namespace
 from jit.compile_c import CompileError
 from jit.runtime import Binary, Program, ScalarSlots
 from ops.settings import SETTINGS
@@ -266,6 +272,18 @@ def _compile(tc: dict, fl: list[str], source: str) -> bytes:
     return compile_c.build_shared(tc["cxx"], fl, source, tc["libs"], suffix=".cpp", what="C++")
 
 
+def _raw(x: Any) -> Any:
+    """The host memory behind a device array (what the emulated kernels and GEMM read)."""
+    return x._data if type(x) is EmulatedDeviceArray else x
+
+
+def _raw_out(out: Any) -> Any:
+    """An `out=` device array's memory; a host array there is a caller's bug, as on CuPy."""
+    if out is None or type(out) is EmulatedDeviceArray:
+        return _raw(out)
+    raise TypeError(f"cuda-emulated: out= must be a device array, got {type(out).__name__}")
+
+
 class EmulatedProgram(Program):
     """`lg_emu_launch` of a loaded library: the kernel ABI as four pointers, then grid and block."""
 
@@ -291,32 +309,85 @@ class EmulatedProgram(Program):
         grid: int = 1,
         block: int = 1,
     ) -> None:
-        """Run the grid on NumPy arrays; an emulation error (a diverged barrier...) raises."""
-        rc = self.fn(*c_program.abi_args(arrays, ints, fs, is_), grid, block)
+        """Run the grid on device arrays (or raw NumPy arrays); an emulation error (a diverged
+        barrier...) raises."""
+        rc = self.fn(*c_program.abi_args([_raw(a) for a in arrays], ints, fs, is_), grid, block)
         if rc:
             raise RuntimeError(f"cuda-emulated kernel: {self.error().decode()}")
 
 
 class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
-    """CUDA kernels run on the host (module docstring); memory and GEMM are the CPU's."""
+    """CUDA kernels run on the host (module docstring); buffers are emulated device arrays."""
 
     name = "cuda-emulated"
     language = "cuda"
+    #: buffers are EmulatedDeviceArray: the engine keeps them on the device as it keeps CuPy's
+    host_memory = False
     #: the emulator has no cuDNN by design: its convolutions are the im2col fallback, silently
     expects_cudnn = False
 
-    # -- allocator helpers the device window calls use (jit/window_cuda_calls.py) -----------
-    def contiguous(self, x: Any) -> np.ndarray:
-        """np.ascontiguousarray."""
-        return np.ascontiguousarray(x)
+    # -- allocator: device arrays over host memory, with CuPy's rules ----------------------
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> EmulatedDeviceArray:
+        """An uninitialised device array (cupy.empty)."""
+        return EmulatedDeviceArray(np.empty(shape, dtype=dtype))
 
-    def copyto(self, dst: np.ndarray, src: Any) -> None:
-        """np.copyto."""
-        np.copyto(dst, src)
+    def to_device(self, host: Any) -> EmulatedDeviceArray:
+        """A device copy of host data, counted (cupy.asarray); a device array as it is."""
+        if isinstance(host, EmulatedDeviceArray):
+            return host
+        data = np.array(host, copy=True)
+        count_transfer(self.name, "to_device", data.nbytes)
+        return EmulatedDeviceArray(data)
+
+    def to_host(self, x: Any) -> np.ndarray:
+        """A host copy of a device array, counted (cupy.asnumpy); host data as it is."""
+        if not isinstance(x, EmulatedDeviceArray):
+            return np.asarray(x)
+        count_transfer(self.name, "to_host", x.nbytes)
+        return x.get()
+
+    def is_buffer(self, x: Any) -> bool:
+        """An emulated device array over a NumPy array (what kernels and `out=` take)."""
+        return type(x) is EmulatedDeviceArray
+
+    def may_share(self, a: Any, b: Any) -> bool:
+        """np.may_share_memory of the memory behind them."""
+        return bool(np.may_share_memory(_raw(a), _raw(b)))
+
+    def namespace(self) -> Any:
+        """The emulated device namespace (it creates device arrays, as CuPy's module does)."""
+        return emulated_namespace
+
+    def contiguous(self, x: Any) -> EmulatedDeviceArray:
+        """cupy.ascontiguousarray (no copy for a C-contiguous array)."""
+        data = _raw(x)
+        c = np.ascontiguousarray(data)
+        return x if c is data and type(x) is EmulatedDeviceArray else EmulatedDeviceArray(c)
+
+    def copyto(self, dst: Any, src: Any) -> None:
+        """cupy.copyto between device arrays."""
+        np.copyto(_raw(dst), _raw(src))
+
+    # -- library calls: GEMM as cuBLAS would, on the memory behind the device arrays -----------
+    def gemm(self, a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, out: Any = None) -> Any:
+        """cupy.matmul's place: NumPy's matmul on the device arrays' memory, a device array back."""
+        v = CpuBackend.gemm(self, _raw(a), _raw(b), trans_a=trans_a, trans_b=trans_b, out=_raw_out(out))
+        return out if out is not None else EmulatedDeviceArray(v)
+
+    def epilogue(self, y: Any, bias: Any = None, relu: bool = False) -> Any:
+        """In place on the device array: y += bias, then y = max(y, 0)."""
+        CpuBackend.epilogue(self, _raw(y), None if bias is None else _raw(bias), relu)
+        return y
 
     def cudnn(self) -> None:
         """No cuDNN on the emulated device."""
         return None
+
+    def host_backend(self) -> Any:
+        """The CPU backend (the host path of dtypes the CUDA kernels do not take)."""
+        from jit.backend import get
+
+        return get("cpu")
 
     def cudnn_missing_reason(self) -> str:
         """Why there is no cuDNN (for the one-time warning)."""
@@ -325,15 +396,6 @@ class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
     def cudnn_call(self, op: str, args: tuple, out: Any, attrs: dict) -> Any:
         """Never reached: `cudnn()` is None here."""
         raise RuntimeError(f"{self.name}: no cuDNN for {op}")
-
-    # -- library calls: the CUDA window kernels, emulated; the CPU's where none applies --------
-    def _device(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
-        """The CUDA kernels of jit/window_cuda.py for `op` (whatever `exact`: a CUDA device's
-        convolutions are not the reference's bits), else the CPU backend's call."""
-        v = window_cuda_calls.call(self, op, args, out, attrs) if SETTINGS.jit else None
-        if v is None:
-            return getattr(CpuBackend, op)(self, *args, out=out, exact=exact, **attrs)
-        return v
 
     def available(self) -> bool:
         """True when a working C++ compiler exists."""

@@ -211,8 +211,8 @@ class RegionKernel(Kernel):
 
     `device` is the backend of the graph's device (None: the CPU's). On the CPU small arrays
     run on NumPy; on a device every launch is the device's kernel (so the emulated CUDA device
-    runs the CUDA kernels at any size), with values copied in and out where its memory is not
-    the host's.
+    runs the CUDA kernels at any size) on the device arrays the engine keeps there
+    (program.py), and the outputs are the device's arrays: nothing is copied.
     """
 
     __slots__ = ("fused", "n_out", "device")
@@ -231,15 +231,12 @@ class RegionKernel(Kernel):
             outs = (
                 k(*args, out=out, min_size=SETTINGS.jit_min_size) if SETTINGS.jit else k.fallback(args, out)
             )
-        elif not SETTINGS.jit:
-            outs = k.fallback(args, out)
-        elif backend.host_memory(be):
+        elif SETTINGS.jit:
             outs = k(*args, out=out, backend=be)
+        elif backend.host_memory(be):
+            outs = k.fallback(args, out)
         else:
-            outs = [be.to_host(o) for o in k(*args, backend=be)]
-            if out is not None:
-                np.copyto(out, outs[0])
-                outs[0] = out
+            outs = _device_fallback(k, args, out, be)
         return tuple(outs) if self.n_out > 1 else outs[0]
 
     def writer(self, attrs: dict | None, dtype: np.dtype) -> Any:
@@ -248,6 +245,20 @@ class RegionKernel(Kernel):
         The further values of a multi-output region are allocated by the launch.
         """
         return self.run
+
+
+def _device_fallback(k: kernel.FusedKernel, args: tuple, out: Any, be: Backend) -> list[Any]:
+    """LAZYGRAPH_JIT=0 on a device: the region op by op, each reference kernel on the device
+    arrays through their namespace (ops/namespace.py); the values stay device arrays."""
+    env: list[Any] = list(args)
+    with np.errstate(all="ignore"):
+        for op, attrs, ins in k.program:
+            env.append(op.kernel(*(env[i] for i in ins), **attrs))
+    outs = [env[i] if be.is_buffer(env[i]) else be.to_device(env[i]) for i in k.out_slots]
+    if out is not None:
+        be.copyto(out, outs[0])
+        outs[0] = out
+    return outs
 
 
 class RegionKernels:

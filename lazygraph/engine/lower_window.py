@@ -115,7 +115,7 @@ class WindowKernel(Kernel):
     """A window operator's step: its compiled kernel where it applies, else the NumPy kernel.
 
     On a device (`device`: its backend; None on the CPU) the step is the backend's library call,
-    at every size, with values copied in and out where its memory is not the host's.
+    at every size, on the device arrays the engine keeps there (program.py).
     """
 
     __slots__ = ("compiled", "reference", "device", "op_name")

@@ -28,8 +28,11 @@ import numpy as np
 
 from cache.recipe import Recipe, RecipeError, compile_expr
 from cache.tgraph import TransformationGraph
+from jit import backend
 from lazygraph import txn
-from lazygraph.engine.inplace import IN_PLACE, _assign_in_place  # noqa: F401  (tests import it here)
+from lazygraph.engine import device_run
+from lazygraph.engine.inplace import _assign_in_place  # noqa: F401  (tests import it here)
+from lazygraph.engine.kernels import FunctionKernel, Kernel, OpKernel  # noqa: F401  (imported from here)
 from lazygraph.engine.meter import Layout, Meter, owner
 from ops.base import REGISTRY
 from ops.node import Node
@@ -37,58 +40,6 @@ from ops.node import Node
 
 class EvaluationError(RuntimeError):
     """An operator failed on data only known at run time (e.g. an index out of range)."""
-
-
-class Kernel:
-    """What a step runs (see the module docstring); subclasses set `run` and may declare writes."""
-
-    n_out = 1
-    #: (values, ins, dtype, attrs) -> the value written through the dying first input, or None
-    in_place: Callable | None = None
-
-    def run(self, *inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> Any:
-        """Compute the step's value(s) from its inputs (into `out` when given)."""
-        raise NotImplementedError
-
-    def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
-        """The callable writing the first output into a given buffer (`out=`), or None.
-
-        `attrs` are the step's attributes when known before it runs (None: only at run time).
-        """
-        return None
-
-
-class OpKernel(Kernel):
-    """A registered operator's reference kernel (copy steps, and New nodes of plain operators)."""
-
-    __slots__ = ("op", "run", "in_place")
-
-    def __init__(self, op: Any) -> None:
-        self.op = op
-        self.run = op.kernel
-        # assign and update can write the new elements through their base when nothing else holds it
-        self.in_place = IN_PLACE.get(op.name)
-
-    def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
-        """A NumPy ufunc under the kernel writes float results into `out=` (nothing else does)."""
-        fn = getattr(self.op, "fn", None)
-        if attrs is None or attrs or dtype.kind not in "fc":
-            return None
-        return fn if isinstance(fn, np.ufunc) and fn.nout == 1 else None
-
-
-class FunctionKernel(Kernel):
-    """A constructor's plain callable (one value); `writes`: it takes `out=` for its value."""
-
-    __slots__ = ("run", "writes")
-
-    def __init__(self, run: Callable, writes: bool = False) -> None:
-        self.run = run
-        self.writes = writes
-
-    def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
-        """The callable itself when it writes where it is pointed."""
-        return self.run if self.writes else None
 
 
 class Step:
@@ -129,6 +80,7 @@ class Program:
         "leaf_write",
         "layouts",
         "memory",
+        "device",
     )
 
     def __init__(self, tg: TransformationGraph, tokens: tuple, kernel_for: Callable[[Recipe, dict], Kernel]):
@@ -137,6 +89,10 @@ class Program:
         self.pmap = tg.pmap
         self.leaves = [(q, n[1]) for q, n in enumerate(tg.nodes) if n[0] == "leaf"]
         further = tg.further_outputs()
+        be = backend.active()  # the device of the graph being built (evaluate.py: `running`)
+        #: the device backend whose arrays the values are (device_run.py), None: host memory;
+        #: chosen once here, so the host loop has no per-step device branch
+        self.device = None if backend.host_memory(be) else be
         by_q: dict[int, Step] = {}
         for q, n in enumerate(tg.nodes):
             if n[0] == "copy":
@@ -155,6 +111,8 @@ class Program:
                 )
                 by_q[q] = Step(kernel, n[2], (q, *rest), -1, recipe, recipe.label, more)
         self.steps = [by_q[q] for q in tg.order]
+        if self.device is not None:
+            device_run.adapt(self.device, self.steps)
         #: keep set -> the buffer layout learnt for it (see meter.py)
         self.layouts: dict[frozenset, Layout] = {}
         #: the last metered run: (predicted peak, measured peak, buffers reused, in-place writes)
@@ -218,8 +176,10 @@ class Program:
 
         `keep` are Q slots whose values must survive (memoized P nodes); the others are
         freed after their last reader. `layout` says which freed buffers later steps write
-        into (`out=`).
+        into (`out=`). A device program's values are device arrays (device_run.py).
         """
+        if self.device is not None:
+            return device_run.run(self, self.device, nodes, keep, None, None, _kernel_error, _mismatch)
         vals: list[Any] = [None] * self.size
         for q, p in self.leaves:
             vals[q] = nodes[p].buffer
@@ -336,6 +296,8 @@ class Program:
         each value's bytes, aliasing and dtype (what the planner learns a layout from), and the
         buffers reused and in-place writes of this run.
         """
+        if self.device is not None:
+            return device_run.run(self, self.device, nodes, keep, meter, trace, _kernel_error, _mismatch)
         vals: list[Any] = [None] * self.size
         for q, p in self.leaves:
             vals[q] = nodes[p].buffer

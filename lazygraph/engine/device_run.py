@@ -1,0 +1,249 @@
+"""The run loop of a program on a device whose memory is not the host's ("cuda", "cuda-emulated").
+
+A `Program` built for such a device (program.py: chosen once, when the program is built) runs
+here instead of its host loop. Its values are the device's arrays from the first step to the
+last:
+
+- leaves are bound as they are held: a device array stays one. A leaf of this device that still
+  holds host data (made by a creation function before it was placed) is copied to the device
+  once, and the node keeps the device copy, so the next evaluation binds it without a copy; a
+  neutral host constant (`x + np.ones(3)`) is copied for the run. Both are counted
+  (`jit.backend.transfers`).
+- fused regions, window steps and library steps (GEMM and its bias/ReLU epilogue, on the
+  device through `DeviceLibraryKernel`) launch on the device arrays and return device arrays;
+- every other step runs its operator's reference kernel on the device arrays through their
+  namespace (ops/namespace.py: CuPy's module on "cuda", the emulated namespace on
+  "cuda-emulated"), which allocates on the device;
+- a step that still returns host data (a memo step's constant, a host-only kernel) has its value
+  copied to the device, counted in `jit.backend.transfers` and by step in `jit.backend.host_steps`.
+
+Only `.numpy()`, printing and `to("cpu")` copy values back (lazygraph/array.py, transfer.py).
+
+What the host loop has and this one has not: the memory planner's buffer reuse (`out=` into
+freed buffers; a device allocator pools memory itself) and writes into a dying base or an
+evaluated buffer in place (`Kernel.in_place`, txn.py: their reference-count checks are the
+host's); a device write step copies its base. The meter (LAZYGRAPH_DEBUG) and the per-step
+trace work as on the host.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from jit.backend import Backend, count_host_step
+from lazygraph.engine.kernels import Kernel, OpKernel
+from ops.base import REGISTRY
+from ops.creation import SCALAR
+from ops.node import Node
+
+
+def bind_leaf(be: Backend, node: Node) -> Any:
+    """A leaf's value on device `be`: its device array, or its host data copied there (counted).
+
+    A node of this device keeps the copy, so it is copied once however often it is read.
+    """
+    b = node.buffer
+    if be.is_buffer(b) or node.op is SCALAR or not isinstance(b, (np.ndarray, np.generic)):
+        return b
+    d = be.to_device(b)
+    if node.device == be.name:
+        node.buffer = d  # the same value, now in device memory: later runs bind it as it is
+        node.kid = None  # its local id names the buffer's type and memory: found again (cache/)
+    return d
+
+
+def adopt(be: Backend, v: Any, what: str) -> Any:
+    """A step's value that is not a device array, copied to the device (counted by step)."""
+    count_host_step(be.name, what)
+    if not isinstance(v, np.ndarray):
+        v = np.asarray(v)  # a Python or NumPy scalar: host data by nature
+    return be.to_device(v)
+
+
+def run(
+    program: Any,
+    be: Backend,
+    nodes: list[Node],
+    keep: set[int],
+    meter: Any = None,
+    trace: Callable | None = None,
+    error: Callable | None = None,
+    mismatch: Callable | None = None,
+) -> list[Any]:
+    """Bind the leaves, run every step on device arrays, free each value after its last reader."""
+    vals: list[Any] = [None] * program.size
+    for q, p in program.leaves:
+        vals[q] = bind_leaf(be, nodes[p])
+    if meter is not None:
+        meter.start(program, vals)
+    is_buffer = be.is_buffer
+    first_value = program.first_value
+    for i, step in enumerate(program.steps):
+        fn, ins, out, src, recover, dies, more = program.program[i]
+        if recover is None:
+            node = nodes[src]
+            attrs, shape, dtype = node.attrs, node.shape, node.dtype
+        else:
+            attrs, shape, dtype = recover(nodes)
+        t = time.perf_counter()
+        try:
+            v = fn(*[vals[k] for k in ins], **attrs)
+        except Exception as e:
+            raise error(e, nodes, step, vals) from e
+        if more is not None:
+            if not isinstance(v, tuple) or len(v) != 1 + len(more):
+                raise mismatch(nodes, step, v, (), None)
+            for (slot, shape_of, dt), x in zip(more, v[1:]):
+                if not is_buffer(x):
+                    x = adopt(be, x, step.name)
+                sh = tuple(shape_of(nodes))
+                if tuple(x.shape) != sh or x.dtype != dt:
+                    raise mismatch(nodes, step, x, sh, dt)
+                vals[slot] = x
+            v = v[0]
+        if not is_buffer(v):
+            v = adopt(be, v, nodes[src].op.name if src >= 0 else step.name)
+        if tuple(v.shape) != shape or v.dtype != dtype:
+            raise mismatch(nodes, step, v, shape, dtype)
+        vals[out] = v
+        if meter is not None:
+            k = first_value[i]
+            meter.value(k, v, ins, out, shape, dtype)
+            for j, (slot, _, dt) in enumerate(more or (), 1):
+                meter.value(k + j, vals[slot], ins, slot, tuple(vals[slot].shape), dt)
+        if trace is not None:
+            trace(nodes[src].op.name if src >= 0 else step.name, shape, dtype, time.perf_counter() - t)
+        for d in dies:
+            if d not in keep:
+                if meter is not None:
+                    meter.drop(d)
+                vals[d] = None
+    return vals
+
+
+class DeviceLibraryKernel(Kernel):
+    """A library step (GEMM or a window producer, then its bias/ReLU epilogue) on device arrays.
+
+    The device's form of optimizer/library.py's `build_library` step, which is written for
+    host values: the producer is the device backend's call (cuBLAS through CuPy on "cuda"),
+    the epilogue runs in place on its fresh value, and nothing leaves the device.
+    """
+
+    __slots__ = ("be", "producer", "call", "n_in", "bias", "relu")
+
+    def __init__(self, be: Backend, data: dict) -> None:
+        self.be = be
+        self.producer = str(data["producer"])
+        self.call = be.library(self.producer)
+        if self.call is None:
+            raise KeyError(f"library: no library call for {self.producer!r} on {be.name}")
+        self.n_in, self.bias, self.relu = int(data["n_in"]), bool(data["bias"]), bool(data["relu"])
+
+    def run(self, *inputs: Any, out: Any = None, **attrs: Any) -> Any:
+        """The producer's value on the device, then its epilogue in place."""
+        be, n = self.be, self.n_in
+        if self.producer == "matmul":
+            v = be.gemm(*inputs[:n], out=out)
+        else:
+            v = self.call(*inputs[:n], out=out, exact=True, **attrs)
+        if any(be.is_buffer(x) and be.may_share(v, x) for x in inputs):
+            c = be.empty(tuple(v.shape), v.dtype)  # never write into memory an input may share
+            be.copyto(c, v)
+            v = c
+        return be.epilogue(v, inputs[n] if self.bias else None, self.relu)
+
+
+class DeviceMemoKernel(Kernel):
+    """A memo step (optimizer/fold.py: a folded subgraph of model state) on device arrays.
+
+    fold.py's step converts each value with `np.asarray` and keys its memo by host memory;
+    here the subgraph's reference kernels run through the device arrays' namespace, and the
+    value is reused while the very same input objects come again (held, so their identities
+    cannot be reused by other arrays meanwhile).
+    """
+
+    __slots__ = ("be", "program", "memo")
+
+    def __init__(self, be: Backend, data: Any) -> None:
+        self.be = be
+        xp = be.namespace()
+        self.program = [
+            (_creation(REGISTRY[str(name)].kernel, xp), [(r[0], int(r[1])) for r in refs], list(names))
+            for name, refs, names in data
+        ]
+        self.memo: tuple = (None, None)  # (key with the inputs held, value), replaced whole
+
+    def run(self, *inputs: Any, out: Any = None, **attrs: Any) -> Any:
+        """The subgraph's value: the held one while the inputs and attributes are the same."""
+        key = (inputs, tuple(sorted(attrs.items(), key=lambda kv: kv[0])))
+        held, value = self.memo
+        if held is not None and len(held[0]) == len(inputs) and all(a is b for a, b in zip(held[0], inputs)):
+            if _same(held[1], key[1]):
+                return value
+        vals: list[Any] = []
+        for j, (kernel, refs, names) in enumerate(self.program):
+            args = [inputs[i] if kind == "i" else vals[i] for kind, i in refs]
+            v = kernel(*args, **{a: attrs[f"{j}:{a}"] for a in names})
+            vals.append(v if self.be.is_buffer(v) else adopt(self.be, v, "memo"))
+        value = vals[-1]
+        self.memo = (key, value)
+        return value
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Attribute lists equal (views and arrays compared by identity where == is not a bool)."""
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):
+        return False
+
+
+class CreationKernel(Kernel):
+    """A creation operator without inputs (`full`, `arange`, `eye`, ...) made in the device's
+    namespace (its kernel's `xp`), so the device allocates it: no host array, no copy."""
+
+    __slots__ = ("fn", "xp")
+
+    def __init__(self, fn: Callable, xp: Any) -> None:
+        self.fn = fn
+        self.xp = xp
+
+    def run(self, *inputs: Any, out: Any = None, **attrs: Any) -> Any:
+        """The operator's value, created on the device."""
+        return self.fn(*inputs, xp=self.xp, **attrs)
+
+
+def _creation(fn: Callable, xp: Any) -> Callable:
+    """`fn` creating in namespace `xp` where it takes one (creation kernels), else `fn`."""
+    try:
+        takes = "xp" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return functools.partial(fn, xp=xp) if takes else fn
+
+
+def device_kernel(be: Backend, step: Any) -> Kernel:
+    """The kernel a device program runs for `step`: the device's form of a library step, a memo
+    step or a creation operator (the classes above), else the kernel its constructor built."""
+    recipe, kernel = step.recipe, step.kernel
+    ctor = getattr(recipe, "ctor", None)
+    if ctor == "library" and isinstance(recipe.data, dict):
+        return DeviceLibraryKernel(be, recipe.data)
+    if ctor == "memo":
+        return DeviceMemoKernel(be, recipe.data)
+    op = getattr(kernel, "op", None)
+    if not step.ins and isinstance(kernel, OpKernel) and _creation(op.kernel, np) is not op.kernel:
+        return CreationKernel(op.kernel, be.namespace())
+    return kernel
+
+
+def adapt(be: Backend, steps: list) -> None:
+    """Give each step of a program built for device `be` its device kernel (`device_kernel`)."""
+    for s in steps:
+        s.kernel = device_kernel(be, s)
