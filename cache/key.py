@@ -53,7 +53,7 @@ Key = tuple
 class Walk:
     """One evaluation's graph: nodes by slot (inputs first), the operations' slots, the key."""
 
-    __slots__ = ("nodes", "interior", "roots", "key", "cacheable", "_parsed", "_tokens")
+    __slots__ = ("nodes", "interior", "roots", "key", "cacheable", "_parsed", "_tokens", "_refs")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
@@ -63,6 +63,7 @@ class Walk:
         self.cacheable = True  # False when an attribute cannot be written into a key
         self._parsed: tuple[list[int], list[Any]] | None = None
         self._tokens: tuple | None = None
+        self._refs: list[int] | None = None
 
     def _parse(self) -> tuple[list[int], list[Any]]:
         """Per slot, from the flat key: the local id, and the input slots or alias (or None)."""
@@ -96,6 +97,13 @@ class Walk:
     def edges(self) -> list[Any]:
         """Per slot: input slots (tuple) of an operation, alias slot of a buffer, None."""
         return self._parse()[1]
+
+    @property
+    def refs(self) -> list[int]:
+        """Per slot, how many times the graph's operations read it (structure: a template keeps it)."""
+        if self._refs is None:
+            self._refs = in_graph_refs(len(self.nodes), self.edges, self.interior)
+        return self._refs
 
     @property
     def tokens(self) -> tuple:
@@ -133,6 +141,7 @@ def walk(roots: Sequence[Node]) -> Walk:
         w.cacheable = True
         w._parsed = (t.ids, t.edges)
         w._tokens = None
+        w._refs = t.refs
         return w
     w = full_walk(roots)
     if w.cacheable and w.interior:
@@ -236,6 +245,15 @@ def full_walk(roots: Sequence[Node]) -> Walk:
     w.key = tuple(flat)
     w._parsed = (ids, edges)
     return w
+
+
+def in_graph_refs(n: int, edges: list[Any], interior: list[int]) -> list[int]:
+    """Per slot, the number of its occurrences among the operations' inputs."""
+    refs = [0] * n
+    for s in interior:
+        for j in edges[s]:
+            refs[j] += 1
+    return refs
 
 
 def key_hash(key: Key) -> int:

@@ -65,6 +65,7 @@ class Template:
         "few",
         "fast",
         "uses",
+        "refs",
     )
 
     def __init__(
@@ -96,6 +97,10 @@ class Template:
         self.few = [(s, ids[s], edges[s]) for s in buffers] if len(buffers) <= 3 else None
         self.fast: Callable[[Sequence[Node]], Any] | None = None  # compiled at the second match
         self.uses = 0
+        self.refs = [0] * n  # per slot, how many operations' inputs name it (the engine's `memoized`)
+        for s in interior:
+            for j in edges[s]:
+                self.refs[j] += 1
         if len(KEY_HASHES) >= 4 * _MAX:
             KEY_HASHES.clear()
         KEY_HASHES[id(key)] = (key, hash(key))
@@ -187,7 +192,7 @@ def _match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
     nodes = match(t, roots)
     if nodes is not None:
         t.uses += 1
-        if t.uses >= 2 and t.n <= MAX_SLOTS:  # a structure that recurs: worth compiling
+        if t.uses >= 3 and t.n <= MAX_SLOTS:  # a structure that recurs: worth compiling
             t.fast = compile_matcher(t, buffers_ok)
     return nodes
 

@@ -189,3 +189,24 @@ def test_a_node_without_its_local_id_takes_the_general_match():
     node.kid = None
     assert t.fast(roots) is SLOW
     exact(roots)
+
+
+def test_deep_sharing_compiles_in_linear_time():
+    """A chain of diamonds (each value read twice): the matcher's value numbers stay flat.
+
+    Nested value numbers would hash the unfolded tree, 2**depth nodes; this must finish at once.
+    """
+
+    def diamonds(x):
+        for _ in range(60):
+            x = lg.sin(x) * lg.cos(x)
+        return x
+
+    expected = np.asarray(A, dtype=np.float32)
+    for _ in range(60):
+        expected = np.sin(expected) * np.cos(expected)
+    for _ in range(4):
+        r = diamonds(lg.asarray(A))
+        exact([r.node])
+    assert compiled([r.node])
+    np.testing.assert_allclose(r.numpy(), expected, rtol=1e-4, atol=1e-6)

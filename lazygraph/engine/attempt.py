@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections import Counter
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -47,11 +45,11 @@ def memoized(w: Walk) -> set[int]:
         elif getrefcount(node) > baseline + 1:
             candidates.append(s)
     if candidates:
-        consumers = Counter(map(id, chain.from_iterable([nodes[s].inputs for s in w.interior])))
-        consumers.update(txn.history_refs())  # write histories are not users' references
+        refs = w.refs  # the consumers' references: structure, counted once per template
+        history = txn.history_refs()  # write histories are not users' references
         for s in candidates:
             node = nodes[s]
-            if getrefcount(node) > baseline + consumers.get(id(node), 0):
+            if getrefcount(node) > baseline + refs[s] + history.get(id(node), 0):
                 keep.add(s)
     return keep
 
