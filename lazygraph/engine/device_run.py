@@ -174,7 +174,7 @@ class DeviceMemoKernel(Kernel):
         self.be = be
         xp = be.namespace()
         self.program = [
-            (_creation(REGISTRY[str(name)].kernel, xp), [(r[0], int(r[1])) for r in refs], list(names))
+            (_creation(REGISTRY[str(name)].kernel, xp), [(r[0], int(r[1])) for r in refs], list(names), name)
             for name, refs, names in data
         ]
         self.memo: tuple = (None, None)  # (key with the inputs held, value), replaced whole
@@ -187,10 +187,10 @@ class DeviceMemoKernel(Kernel):
             if _same(held[1], key[1]):
                 return value
         vals: list[Any] = []
-        for j, (kernel, refs, names) in enumerate(self.program):
+        for j, (kernel, refs, names, name) in enumerate(self.program):
             args = [inputs[i] if kind == "i" else vals[i] for kind, i in refs]
             v = kernel(*args, **{a: attrs[f"{j}:{a}"] for a in names})
-            vals.append(v if self.be.is_buffer(v) else adopt(self.be, v, "memo"))
+            vals.append(v if self.be.is_buffer(v) else adopt(self.be, v, f"memo:{name}"))
         value = vals[-1]
         self.memo = (key, value)
         return value

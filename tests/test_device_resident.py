@@ -1,0 +1,232 @@
+"""Values stay on the device: a device program's values are device arrays from bind to result.
+
+On "cuda-emulated" the buffers are EmulatedDeviceArray (CuPy's rules over host memory: any
+hidden `np.asarray` of a device value raises), so these tests run the very path the CUDA
+backend takes with CuPy arrays. Counted copies (`jit.backend.transfers`) show that leaves go
+to the device once and that steps copy nothing; values are checked against NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazygraph as lg
+import lazygraph.nn.functional as F
+from jit import backend
+from jit.backend import cuda_emulated
+from jit.backend.emulated_array import EmulatedDeviceArray
+from ops.settings import SETTINGS
+
+EMU = "cuda-emulated"
+pytestmark = pytest.mark.skipif(cuda_emulated.toolchain() is None, reason="needs a C++ compiler")
+
+
+def copies() -> dict:
+    """The emulated device's copy counters now."""
+    return backend.transfers(EMU)
+
+
+def delta(before: dict) -> dict:
+    """Copies since `before`."""
+    now = copies()
+    return {k: now[k] - before[k] for k in now}
+
+
+def test_leaves_are_copied_once_and_steps_copy_nothing() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    before = copies()
+    x, y = lg.asarray(a, device=EMU), lg.asarray(w, device=EMU)
+    placed = delta(before)
+    assert placed["to_device"] == 2 and placed["to_device_bytes"] == a.nbytes + w.nbytes
+    assert type(x.node.buffer) is EmulatedDeviceArray
+    before = copies()
+    h = lg.tanh(x @ y + 1.0)  # a library step (GEMM + bias), a fused region
+    s = (h * h).sum(axis=0)  # reductions
+    lg.eval(h, s)  # evaluated: both stay device arrays
+    assert type(h.node.buffer) is EmulatedDeviceArray and type(s.node.buffer) is EmulatedDeviceArray
+    ran = delta(before)
+    assert ran["to_device"] == 0  # no step copied anything to the device
+    t = lg.exp(h - s)  # reads evaluated device values: no copy either
+    for _ in range(3):  # the same structure again: a cache hit, still no copy
+        t = lg.exp(t * 0.5 - s)
+    before = copies()
+    got = t.numpy()
+    d = delta(before)
+    assert d["to_device"] == 0 and d["to_host"] == 1 and d["to_host_bytes"] == got.nbytes
+    want_h = np.tanh(a @ w + 1.0)
+    want_s = (want_h * want_h).sum(axis=0)
+    want = np.exp(want_h - want_s)
+    for _ in range(3):
+        want = np.exp(want * 0.5 - want_s)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+    assert type(got) is np.ndarray and not got.flags.writeable
+
+
+def test_numpy_and_to_cpu_copy_back() -> None:
+    a = np.arange(12.0).reshape(3, 4)
+    x = lg.asarray(a, device=EMU) * 2
+    before = copies()
+    v = x.numpy()
+    assert delta(before)["to_host"] == 1
+    np.testing.assert_array_equal(v, a * 2)
+    c = x.to("cpu")
+    assert c.device == "cpu" and type(c.node.buffer) is np.ndarray
+    np.testing.assert_array_equal((c + 1).numpy(), a * 2 + 1)
+    assert float(x[1, 2]) == 12.0 and x.tolist() == (a * 2).tolist()
+    assert "22." in str(x)
+    back = lg.asarray(c, device=EMU)  # and to the device again: a device array leaf
+    assert type(back.node.buffer) is EmulatedDeviceArray
+
+
+def _mlp() -> lg.nn.Module:
+    return lg.nn.Sequential(
+        lg.nn.Linear(4, 8, dtype=np.float64), lg.nn.Tanh(), lg.nn.Linear(8, 2, dtype=np.float64)
+    )
+
+
+def _train(dev: str, init: dict, steps: int, counts: list | None = None) -> list[float]:
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((16, 4))
+    Y = (X[:, 0] + X[:, 1] > 0).astype(np.int64)
+    model = _mlp()
+    model.load_state_dict(init)
+    model.to(dev)
+    x, y = lg.asarray(X, device=dev), lg.asarray(Y, device=dev)
+    losses = []
+    for _ in range(steps):
+        before = copies()
+        loss = F.cross_entropy(model(x), y)
+        for p in model.parameters():
+            p.grad = None
+        loss.backward()
+        with lg.no_grad():
+            for p in model.parameters():
+                p -= 0.5 * p.grad  # SGD: the update is evaluated with the next step
+        losses.append(float(loss))
+        if counts is not None:
+            counts.append(delta(before))
+            assert all(
+                type(p.node.buffer) is EmulatedDeviceArray
+                for p in model.parameters()
+                if p.node.buffer is not None
+            )
+    return losses
+
+
+def test_sgd_training_keeps_parameters_on_the_device() -> None:
+    init = {k: v.copy() for k, v in _mlp().state_dict().items()}
+    counts: list[dict] = []
+    got = _train(EMU, init, 5, counts)
+    want = _train("cpu", init, 5)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    assert got[-1] < got[0]
+    for c in counts:  # per step: nothing to the device, only the loss (one float64) back
+        assert c["to_device"] == 0 and c["to_host"] == 1 and c["to_host_bytes"] == 8, c
+
+
+def test_optimizer_state_and_parameters_stay_device_arrays() -> None:
+    model = _mlp()
+    model.to(EMU)
+    opt = lg.optim.Adam(model.parameters(), lr=0.01)
+    x = lg.asarray(np.random.default_rng(2).standard_normal((8, 4)), device=EMU)
+    for _ in range(3):
+        loss = (model(x) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        float(loss)
+    params = list(model.parameters())
+    lg.eval(*[p * 1.0 for p in params])  # evaluates the pending updates
+    assert all(type(p.node.buffer) is EmulatedDeviceArray for p in params)
+    assert all(p.grad.device == EMU for p in params)
+
+
+def test_in_place_writes_and_views_on_device_values() -> None:
+    a = np.arange(20.0).reshape(4, 5)
+    x = lg.asarray(a, device=EMU)
+    y = x * 2.0
+    y.numpy()  # evaluated: a device array
+    want = a * 2.0
+    y[0] = -1.0
+    want[0] = -1.0
+    y[:, 1] += 3.0
+    want[:, 1] += 3.0
+    t = y.T  # a view of the written value
+    r = y[1:, ::2]
+    y[2, 2] = 100.0  # after the views: NumPy aliasing, they see it
+    want[2, 2] = 100.0
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal(t.numpy(), want.T)
+    np.testing.assert_array_equal(r.numpy(), want[1:, ::2])
+    assert type(y.node.buffer) is EmulatedDeviceArray
+    v = y[1]  # a view of an evaluated device buffer is a device view
+    assert type(v.node.buffer) is EmulatedDeviceArray
+    v += 1.0  # writes through into y
+    want[1] += 1.0
+    np.testing.assert_array_equal(y.numpy(), want)
+    z = lg.asarray(a, device=EMU)
+    z[z > 10.0] = 0.0  # a boolean mask built on the device
+    np.testing.assert_array_equal(z.numpy(), np.where(a > 10.0, 0.0, a))
+    np.testing.assert_array_equal(x.numpy(), a)  # the source leaf is untouched
+
+
+def test_steps_without_a_device_kernel_run_on_device_arrays() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 6))
+    x = lg.asarray(a, device=EMU)
+    before = copies()
+    outs = [
+        lg.sort(x, axis=1),
+        lg.argmax(x, axis=0),
+        lg.concatenate([x, x[:2]], axis=0),
+        lg.cumsum(x, axis=1),
+        x.reshape(3, 10)[::2],
+        lg.take(x, lg.asarray([4, 0, 2], device=EMU), axis=0),
+        lg.zeros((2, 3), device=EMU) + lg.arange(3.0, device=EMU),
+        lg.eye(3, device=EMU) @ x[:3],
+    ]
+    got = [o.numpy() for o in outs]
+    d = delta(before)
+    assert d["to_device"] == 1  # the index array only (a leaf made on the host)
+    want = [
+        np.sort(a, axis=1),
+        np.argmax(a, axis=0),
+        np.concatenate([a, a[:2]], axis=0),
+        np.cumsum(a, axis=1),
+        a.reshape(3, 10)[::2],
+        a[[4, 0, 2]],
+        np.zeros((2, 3)) + np.arange(3.0),
+        np.eye(3) @ a[:3],
+    ]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    assert not backend.host_steps(EMU).get("sort")
+
+
+def test_jit_off_runs_regions_op_by_op_on_device_arrays() -> None:
+    a = np.random.default_rng(4).standard_normal((3, 7))
+    with SETTINGS.override(jit=False):
+        x = lg.asarray(a, device=EMU)
+        y = lg.exp(x) * 2.0 + lg.tanh(x)
+        s = y.sum(axis=1)
+        lg.eval(y, s)
+        assert type(s.node.buffer) is EmulatedDeviceArray
+        np.testing.assert_allclose(s.numpy(), (np.exp(a) * 2.0 + np.tanh(a)).sum(axis=1), rtol=1e-12)
+
+
+def test_a_host_round_trip_is_explicit_and_counted() -> None:
+    xs = np.random.default_rng(5).standard_normal((1, 2, 4, 4)).astype(np.float16)
+    before = dict(backend.host_steps(EMU))
+    y = F.max_pool2d(lg.asarray(xs, device=EMU), 2)  # float16: no CUDA kernel takes it
+    np.testing.assert_array_equal(y.numpy(), F.max_pool2d(lg.asarray(xs), 2).numpy())
+    assert backend.host_steps(EMU).get("max_pool2d", 0) == before.get("max_pool2d", 0) + 1
+
+
+def test_device_arrays_refuse_implicit_host_conversion() -> None:
+    x = lg.asarray(np.ones(3), device=EMU) + 1.0
+    x.numpy()
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(x.node.buffer)
