@@ -145,6 +145,8 @@ class EMatcher:
         self.rule, self.term = rule, m
         self.name = rule.name
         self.src = m.src
+        #: operators the target adds beyond those the source matches (instantiation order)
+        self.growth = m.dst.n_ops() - m.src.n_ops()
         self.heads = [(self.src.nodes[r[0]].op, self.src.nodes[r[0]].params, r[1]) for r in self.src.outputs]
 
     # -- matching ------------------------------------------------------------------------------

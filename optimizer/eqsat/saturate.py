@@ -146,21 +146,26 @@ class Saturation:
         if best.key() not in {g.key() for g, _ in graphs}:
             graphs.append((best, self.eg.add_graph(best)))
         made: list[tuple[SGraph, dict[int, int]]] = []
-        # e-matching: every rule matched on one snapshot of the e-graph, then instantiated
-        # (the structural rules, Python over concrete graphs, keep the drawn graphs)
-        found = [(r, self.ematch_matches(self.eg, r)) for r in self.rules if r.name in self.ematchers]
+        # the structural merges first (few, and the gains of the benchmark models), on the
+        # drawn graphs; then the library, e-matched: every rule matched on one snapshot of
+        # the e-graph, then instantiated, rules that add fewer operators than they match
+        # first, so that when the node budget runs out it is the growing rewrites that wait
         changed = 0
+        for rule in self.rules:
+            if self.full or time.perf_counter() > deadline:
+                break
+            if rule.name not in self.ematchers:
+                made.extend(self.apply_rule(self.eg, rule, graphs, deadline))
+        ordered = sorted(
+            (r for r in self.rules if r.name in self.ematchers), key=lambda r: self.ematchers[r.name].growth
+        )
+        found = [(r, self.ematch_matches(self.eg, r)) for r in ordered]
         for rule, ms in found:
             if self.full or time.perf_counter() > deadline:
                 break
             changed += self.instantiate(self.eg, rule, ms[: self.match_limit], deadline)
         if self.eg.dirty:
             self.eg.rebuild()
-        for rule in self.rules:
-            if self.full or time.perf_counter() > deadline:
-                break
-            if rule.name not in self.ematchers:
-                made.extend(self.apply_rule(self.eg, rule, graphs, deadline))
         costed = sorted(((self.model.graph_cost(g), k) for k, (g, _) in enumerate(made)))
         if costed and (self.seen_best is None or costed[0][0] < self.seen_best[0]):
             self.seen_best = (costed[0][0], made[costed[0][1]][0])
