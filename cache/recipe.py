@@ -153,18 +153,26 @@ def guard_reads(guards: list) -> Callable[[Nodes], tuple | None] | None:
             collect(g[2])
     except _ReadsValues:
         return None
-    exact = _EXACT
+    return _reader([_slot(p) for p in shapes], [(_slot(p), str(name)) for p, name in attrs])
 
-    def read(nodes: Nodes) -> tuple | None:
-        out: list[Any] = [nodes[p].shape for p in shapes]
-        for p, name in attrs:
-            v = nodes[p].attrs[name]
-            if type(v) not in exact:
-                return None
-            out.append(v)
-        return tuple(out)
 
-    return read
+def _reader(shapes: list[int], attrs: list[tuple[int, str]]) -> Callable[[Nodes], tuple | None]:
+    """`guard_reads`' reader as straight-line code (one tuple display, no loops): every hit runs it.
+
+    The text holds only slot numbers (validated ints) and names of constants; the attribute
+    names (read from disk) stay data, passed in as the constants A0, A1, ...
+    """
+    lines = ["def read(n):"]
+    space: dict[str, Any] = {"exact": _EXACT, "type": type}
+    values = [f"n[{p}].shape" for p in shapes]
+    for i, (p, name) in enumerate(attrs):
+        space[f"A{i}"] = name
+        lines.append(f"    a{i} = n[{p}].attrs[A{i}]")
+        lines.append(f"    if type(a{i}) not in exact: return None")
+        values.append(f"a{i}")
+    lines.append(f"    return ({', '.join(values)},)" if values else "    return ()")
+    exec(compile("\n".join(lines) + "\n", "<guard reads>", "exec"), space)  # noqa: S102
+    return space["read"]
 
 
 def eval_expr(e: Expr, nodes: Nodes) -> Any:

@@ -37,7 +37,24 @@ from ops.node import HOST, Node
 from ops.settings import SETTINGS
 from optimizer.rewrite.report import REPORT
 
+#: the threading module's registries of running and starting threads (read, never changed here)
+_ACTIVE = threading._active  # type: ignore[attr-defined]
+_LIMBO = threading._limbo  # type: ignore[attr-defined]
 _OUTCOME = {"hit": "hit", "disk": "disk hit", "miss": "miss", "off": "uncached"}
+
+
+def others_running() -> bool:
+    """Whether a thread other than this one and the background compiler is alive (or starting).
+
+    `threading.active_count() > 1 + background.threads()` without the calls (two lock
+    acquisitions on every evaluation): the registries' sizes, and whether the background
+    worker is registered (a thread leaves `_active` when its function returns).
+    """
+    n = len(_ACTIVE) + len(_LIMBO)
+    if n <= 1:
+        return False
+    w = workers._worker
+    return n > 2 or w is None or w.ident not in _ACTIVE
 
 
 def schedule(roots: Sequence[Node]) -> list[Node]:
@@ -154,7 +171,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
         roots = [*roots, *extra]
     w = attempt.walk = walk(roots)
     # other threads may be computing (and realizing) nodes of this graph: see threads.Claims
-    while w.interior and threading.active_count() > 1 + workers.threads():
+    while w.interior and others_running():
         attempt.claimed = engine.claims.claim(w)
         if attempt.claimed is not None:
             break
