@@ -31,6 +31,7 @@ import numpy as np
 
 import lazygraph as lg
 import lazygraph.nn.functional as F
+from jit import backend
 
 
 def _sync() -> None:
@@ -156,8 +157,13 @@ def _models(hidden: int) -> dict[str, Callable[[], lg.nn.Module]]:
     }
 
 
-def train_losses(dev: str, name: str, batch: int, steps: int, hidden: int) -> list[float]:
-    """Losses of `steps` training steps of model `name` on `dev` (same data and start)."""
+def train_losses(
+    dev: str, name: str, batch: int, steps: int, hidden: int, copies: list | None = None
+) -> list[float]:
+    """Losses of `steps` training steps of model `name` on `dev` (same data and start).
+
+    `copies` receives, per step, the host <-> device copies it made (jit.backend.transfers).
+    """
     lg.manual_seed(0)
     model = _models(hidden)[name]().to(dev)
     opt = (lg.optim.Adam if name == "mlp" else lg.optim.SGD)(model.parameters(), lr=1e-2)
@@ -166,11 +172,15 @@ def train_losses(dev: str, name: str, batch: int, steps: int, hidden: int) -> li
     y = lg.asarray(rng.integers(0, 10, batch), device=dev)
     losses = []
     for _ in range(steps):
+        before = backend.transfers(dev)
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(float(loss))
+        if copies is not None:
+            after = backend.transfers(dev)
+            copies.append({k: after[k] - before[k] for k in after})
     return losses
 
 
@@ -311,10 +321,17 @@ def main() -> None:
     checked += wchecked
     steps_t: dict[str, tuple] = {}
     for name in ("mlp", "cnn"):
-        got = train_losses(dev, name, batch, steps, hidden)
+        copies: list[dict] = []
+        got = train_losses(dev, name, batch, steps, hidden, copies)
         want = train_losses("cpu", name, batch, steps, hidden)
         np.testing.assert_allclose(got, want, rtol=1e-4, err_msg=name)
         print(f"{name}: {steps} steps, losses agree with the CPU device ({got[-1]:.4f})")
+        last = copies[-1]  # a warm step: values stay on the device (engine/device_run.py)
+        print(
+            f"{name}: a warm step copies {last['to_device']} values ({last['to_device_bytes']} bytes) to "
+            f"the device and {last['to_host']} ({last['to_host_bytes']} bytes) back"
+        )
+        print(f"result: {name}_step_host_device_bytes = {last['to_device_bytes'] + last['to_host_bytes']}")
         checked += 1
         if gpu:
             steps_t[name] = step_times(name, batch, hidden, reps, torch_ok=not why["torch"])

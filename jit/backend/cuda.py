@@ -82,6 +82,7 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
         self._functions: dict[tuple[str, str], Any] = {}
         self._arch: Any = _UNPROBED
         self._cudnn: Any = _UNPROBED
+        self._ndarray: Any = _UNPROBED
         self._lock = threading.Lock()
 
     @staticmethod
@@ -109,8 +110,11 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
         return _rt().to_host(x)
 
     def is_buffer(self, x: Any) -> bool:
-        """A CuPy array."""
-        return self._have_cupy() and isinstance(x, _rt().ndarray)
+        """A CuPy array (asked for every step's value: the type is looked up once)."""
+        t = self._ndarray
+        if t is _UNPROBED:
+            t = self._ndarray = _rt().ndarray if self._have_cupy() else None
+        return t is not None and isinstance(x, t)
 
     def may_share(self, a: Any, b: Any) -> bool:
         """cupy.may_share_memory."""
