@@ -109,6 +109,49 @@ def test_softmax_family_gradients(dev: str, a: np.ndarray) -> None:
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-9, atol=1e-12)
 
 
+#: operators without a fused or library form: their reference kernels run on the device's
+#: arrays (CuPy's or the emulated device's namespace), views and writes included
+MOVEMENT = {
+    "sort": (lambda x: lg.sort(x, axis=1), lambda a: np.sort(a, axis=1)),
+    "argmax": (lambda x: lg.argmax(x, axis=0), lambda a: np.argmax(a, axis=0)),
+    "cumsum": (lambda x: lg.cumsum(x, axis=1), lambda a: np.cumsum(a, axis=1)),
+    "concat-flip": (lambda x: lg.concatenate([x, x[::-1]], axis=0), lambda a: np.concatenate([a, a[::-1]])),
+    "transpose-reshape": (lambda x: (x.T * 2.0).reshape(-1)[::3], lambda a: (a.T * 2.0).reshape(-1)[::3]),
+    "gather": (lambda x: x[x.shape[0] - 1 :: -2, :], lambda a: a[a.shape[0] - 1 :: -2, :]),
+    "matmul": (lambda x: x @ x.T + 1.0, lambda a: a @ a.T + 1.0),
+    "where-mask": (
+        lambda x: lg.where(x > 0, x, 0.0).max(axis=1),
+        lambda a: np.where(a > 0, a, 0.0).max(axis=1),
+    ),
+}
+
+
+@pytest.mark.parametrize("op", sorted(MOVEMENT))
+@SMALL
+@given(a=matrices())
+def test_reference_kernel_steps(dev: str, op: str, a: np.ndarray) -> None:
+    fn, ref = MOVEMENT[op]
+    got = fn(lg.asarray(a, device=dev))
+    assert got.device == dev
+    np.testing.assert_allclose(got.numpy(), ref(a), rtol=1e-12, atol=1e-12)
+
+
+@SMALL
+@given(a=matrices(), i=st.integers(0, 6))
+def test_writes_and_views_of_evaluated_values(dev: str, a: np.ndarray, i: int) -> None:
+    y = lg.asarray(a, device=dev) * 2.0
+    y.numpy()  # evaluated: later writes go into (a copy of) its buffer on the device
+    want = a * 2.0
+    r = i % a.shape[0]
+    row = y[r]  # a view: sees the writes below, as in NumPy
+    y[r] += 1.0
+    want[r] += 1.0
+    y[:, 0] = -3.0
+    want[:, 0] = -3.0
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal(row.numpy(), want[r])
+
+
 def _new_device_kernels(dev: str, before: set[int]) -> int:
     """How many fused kernels made since `before` have a variant built for `dev`."""
     return sum(
