@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cache.nodekey import TOKENS
+
 #: what a generated matcher returns when a node lacks its local id (the general match fills it)
 SLOW = object()
 #: graphs above this many slots keep the general match (compiling costs ~0.1 ms a node at 1000 nodes)
@@ -111,12 +113,20 @@ def matcher_source(
         lines.append(f"    if ({types},) != ST: return None")
     if buffers:
         held = ", ".join(f"n{s}" for s in buffers)
-        if len(buffers) <= 3:
+        if len(buffers) <= 3 or alias:
             lines.append(f"    if not buffers_ok(T, ({held},)): return None")
-        else:
-            kids = ", ".join(f"n{s}.kid" for s in buffers)
+        else:  # each memoized (static, id, owner): the ids, the marks, distinct owners; else in full
+            lines += [f"    c{s} = n{s}.kid" for s in buffers]
+            ids_ = ", ".join(f"c{s}[1]" for s in buffers)
             marks = ", ".join(f"n{s}.static" for s in buffers)
-            lines.append(f"    if not buffers_ok(T, ({held},), ({kids},), ({marks},)): return None")
+            owners = ", ".join(f"c{s}[2]" for s in buffers)
+            lines += [
+                "    try:",
+                f"        ok = ({ids_},) == BIDS and ({marks},) == BST and len({{{owners}}}) == {len(buffers)}",
+                "    except TypeError:  # a kid that is not a buffer's memo (evaluated since, or None)",
+                "        ok = False",
+                f"    if not ok and not buffers_ok(T, ({held},)): return None",
+            ]
     maybe = _could_coincide(n, ids, edges, inner, alias)
     if maybe:
         lines.append(f"    if len({{{', '.join(f'n{s}' for s in maybe)}}}) != {len(maybe)}: return None")
@@ -136,6 +146,8 @@ def compile_matcher(t: Any, buffers_ok: Callable[[Any, tuple], bool]) -> Callabl
         "T": t,
         "SLOW": SLOW,
         "buffers_ok": buffers_ok,
+        "BIDS": tuple(t.buffer_ids),
+        "BST": tuple(TOKENS[i][4] for i in t.buffer_ids),  # a buffer token's static mark
         "len": len,
         "type": type,
     }

@@ -210,3 +210,38 @@ def test_deep_sharing_compiles_in_linear_time():
         exact([r.node])
     assert compiled([r.node])
     np.testing.assert_allclose(r.numpy(), expected, rtol=1e-4, atol=1e-6)
+
+
+def five(a, b, c, d, e):
+    """Five held buffers: the compiled matcher checks them inline (more than three)."""
+    return a * b + c * d - e
+
+
+@pytest.mark.parametrize("case", ["same", "shared memory", "static", "dtype", "evaluated leaf"])
+def test_inline_buffer_checks(case):
+    data = [RNG.normal(size=(3, 4)).astype(np.float32) for _ in range(5)]
+    for _ in range(4):
+        r = five(*[lg.asarray(x) for x in data])
+        exact([r.node])
+    r = five(*[lg.asarray(x) for x in data])
+    assert compiled([r.node])
+    k0 = exact([r.node])
+    leaves = [lg.asarray(x) for x in data]
+    expected = five(*data)
+    if case == "shared memory":  # two leaves over one held buffer: an aliasing relation
+        both = lg.asarray(np.stack([data[0], data[2]]))
+        leaves[0], leaves[2] = both[0], both[1]
+    elif case == "static":
+        leaves[3] = lg.mark_static(leaves[3])
+    elif case == "dtype":
+        leaves[4] = lg.asarray(data[4].astype(np.float64))
+        expected = five(*data[:4], data[4].astype(np.float64))
+    elif case == "evaluated leaf":  # a held value that was an operation's result (its kid is -2)
+        leaves[1] = lg.positive(lg.asarray(data[1]))
+        leaves[1].numpy()
+    r = five(*leaves)
+    same = case in ("same", "evaluated leaf")
+    assert (template.find([r.node])[2] is not None) == same, case  # through the compiled matcher
+    k = exact([r.node])
+    assert (k == k0) == same, case
+    np.testing.assert_allclose(r.numpy(), expected, rtol=1e-6)
