@@ -230,3 +230,16 @@ def test_device_arrays_refuse_implicit_host_conversion() -> None:
     x.numpy()
     with pytest.raises(TypeError, match="Implicit conversion"):
         np.asarray(x.node.buffer)
+
+
+def test_a_failed_device_evaluation_changes_nothing() -> None:
+    a = np.arange(6.0)
+    x = lg.asarray(a, device=EMU) + 1.0
+    x.numpy()
+    y = x * 2.0
+    bad = lg.take(y, lg.asarray([0, 9], device=EMU))  # index 9 is out of range at run time
+    with pytest.raises(IndexError):
+        bad.numpy()
+    np.testing.assert_array_equal(x.numpy(), a + 1.0)
+    np.testing.assert_array_equal((y + 1.0).numpy(), (a + 1.0) * 2.0 + 1.0)  # the next one works
+    assert type(x.node.buffer) is EmulatedDeviceArray
