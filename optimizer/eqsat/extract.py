@@ -19,13 +19,16 @@ graph costlier.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ops.base import REGISTRY
 from optimizer.eqsat.egraph import EGraph
 from optimizer.superopt.apply import SGraph, SNode
 from optimizer.superopt.cost import CostModel
@@ -108,6 +111,62 @@ def node_costs(eg: EGraph, model: CostModel, const: set[int], memo: dict | None 
     return out
 
 
+def fused_costs(eg: EGraph, model: CostModel, const: set[int], costs: list[float]) -> list[float]:
+    """The linear costs adjusted for the fusion the full model credits, assuming the neighbour
+    that makes it possible is chosen too: a bias add or ReLU reading a class that holds a
+    matmul or convolution is its epilogue (free); a float elementwise op reading a class that
+    holds a same-shape elementwise op is in its region (no launch, no pass over that input).
+
+    Optimistic (the neighbour may not be chosen), so a selection by these costs is re-costed
+    with the full model like every other (`Saturation.extract`)."""
+    from ops.settings import SETTINGS
+
+    if model.mode == "unit":
+        return costs
+    heavy: set[int] = set()
+    ew: set[int] = set()
+    for c, idxs in eg.members.items():
+        if c in const:
+            continue
+        for idx in idxs:
+            n = eg.enodes[idx].node
+            if n.op in ("matmul", "conv2d"):
+                heavy.add(c)
+            opdef = REGISTRY.get(n.op)
+            if opdef is not None and opdef.kind == "elementwise" and n.dtype.kind == "f":
+                if math.prod(n.shape) >= SETTINGS.jit_min_size:
+                    ew.add(c)
+    out = list(costs)
+    for idx, e in enumerate(eg.enodes):
+        n = e.node
+        if n.leaf or costs[idx] == 0.0:
+            continue
+        ch = eg.children(idx)
+        scalar = [eg.rep(c).op == "scalar" for c in ch]
+        if n.op == "add" and len(ch) == 2 and not any(scalar):
+            if any(c in heavy and eg.rep(c).shape == n.shape for c in ch):
+                out[idx] = 0.0
+                continue
+        if n.op == "maximum" and len(ch) == 2 and any(scalar) and any(c in heavy for c in ch):
+            out[idx] = 0.0
+            continue
+        opdef = REGISTRY.get(n.op)
+        if opdef is None or opdef.kind != "elementwise" or eg.find(eg.class_of[idx]) not in ew:
+            continue
+        fused = [c in ew and eg.rep(c).shape == n.shape for c in ch]
+        if not any(fused):
+            continue
+        moved = _nbytes(n) + sum(
+            _nbytes(eg.rep(c)) for c, f, sc in zip(ch, fused, scalar) if not f and not sc
+        )
+        out[idx] = moved / model.bandwidth
+    return out
+
+
+def _nbytes(n: SNode) -> float:
+    return float(math.prod(n.shape) * n.dtype.itemsize)
+
+
 def greedy(eg: EGraph, costs: list[float], history: bool = True) -> Choice:
     """Bottom-up greedy to a fixpoint; `history` counts shared e-nodes once (the paper's cost)."""
     # class -> (cost, e-node, e-nodes below, classes below): the sets are the history
@@ -183,14 +242,49 @@ def reachable(eg: EGraph, pick: dict[int, int]) -> list[int] | None:
     return order
 
 
+def find_cycle(eg: EGraph, pick: dict[int, int]) -> list[int] | None:
+    """Classes on a cycle of the selection reachable from the roots (None: acyclic)."""
+    state: dict[int, int] = {}
+    for r in eg.roots:
+        r = eg.find(r)
+        if r in state:
+            continue
+        path: list[int] = [r]
+        stack = [iter(eg.children(pick[r]))]
+        state[r] = 1
+        while stack:
+            for d in stack[-1]:
+                s = state.get(d)
+                if s == 1:
+                    return path[path.index(d) :]
+                if s is None:
+                    state[d] = 1
+                    path.append(d)
+                    stack.append(iter(eg.children(pick[d])))
+                    break
+            else:
+                stack.pop()
+                state[path.pop()] = 2
+    return None
+
+
 def linear_cost(eg: EGraph, pick: dict[int, int], costs: list[float]) -> float:
     """The selection's linear cost, each used class once (inf when cyclic)."""
     order = reachable(eg, pick)
     return INF if order is None else sum(costs[pick[c]] for c in order)
 
 
-def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | None = None) -> Choice | None:
-    """The exact DAG-cost extraction with HiGHS; None when no solution was found in time."""
+def ilp(
+    eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | None = None, lazy: bool = True
+) -> Choice | None:
+    """The exact DAG-cost extraction with HiGHS; None when no solution was found in time.
+
+    Acyclicity: `lazy` (the default) solves without it, and while the selection has a cycle
+    adds the cut "not all of these e-nodes" and solves again (each solve is a small set
+    problem; the order formulation's big-M rows make the relaxation weak: on BERT's saturated
+    e-graph 14 s to optimal where the cuts take under a second); `lazy=False` keeps the
+    order variables t_c >= t_d + 1 within each cyclic component."""
+    deadline = time.perf_counter() + max(0.1, float(seconds))
     try:
         import highspy
     except ImportError:  # the optional `search` extra: the greedy's choice stands
@@ -206,7 +300,7 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
     # order variables and constraints only there (most e-graphs here are mostly acyclic)
     comp = _components(eg, classes)
     multi = _multi(comp)
-    tidx = {c: k for k, c in enumerate(c for c in classes if comp[c] in multi)}
+    tidx = {} if lazy else {c: k for k, c in enumerate(c for c in classes if comp[c] in multi)}
     nx, ny, nt = len(enodes), len(classes), len(tidx)
     big = float(nt + 1)
     h = _highs(highspy)
@@ -252,17 +346,43 @@ def ilp(eg: EGraph, costs: list[float], seconds: float = 5.0, start: Choice | No
                 sol[nx + cidx[c]] = 1.0
             if c in tidx:
                 sol[nx + ny + tidx[c]] = float(pos[c] + 1)
-        h.setSolution(_solution(highspy, sol))
-    h.run()
-    values = h.getSolution().col_value
-    if h.getInfo().primal_solution_status != 2 or not values:
-        return None
-    pick: dict[int, int] = dict(fixed)
-    for k, (idx, c) in enumerate(enodes):
-        if values[k] > 0.5:
-            pick.setdefault(c, idx)
-    if any(eg.find(r) not in pick for r in eg.roots) or reachable(eg, pick) is None:
-        return None
+    col = {idx: k for k, (idx, _c) in enumerate(enodes)}
+    if lazy:
+        # the two-class cycles (a slice of a concat of that slice, ...) are most of them:
+        # cut them all up front, the longer ones as the solutions show them
+        reads: dict[tuple[int, int], list[int]] = {}
+        for k, (idx, c) in enumerate(enodes):
+            for d in set(eg.children(idx)):
+                if d in cidx and d != c:
+                    reads.setdefault((c, d), []).append(k)
+        for (c, d), ks in reads.items():
+            if c < d:
+                for k in ks:
+                    for k2 in reads.get((d, c), ()):
+                        h.addRow(-inf, 1.0, 2, np.array([k, k2], np.int32), np.ones(2))
+    while True:
+        if start is not None:
+            h.setSolution(_solution(highspy, sol))  # acyclic: feasible under every cut
+        h.setOptionValue("time_limit", max(0.05, deadline - time.perf_counter()))
+        h.run()
+        values = h.getSolution().col_value
+        if h.getInfo().primal_solution_status != 2 or not values:
+            return None
+        pick: dict[int, int] = dict(fixed)
+        for k, (idx, c) in enumerate(enodes):
+            if values[k] > 0.5:
+                pick.setdefault(c, idx)
+        if any(eg.find(r) not in pick for r in eg.roots):
+            return None
+        cycle = find_cycle(eg, pick)
+        if os.environ.get("EQSAT_DEBUG"):
+            print("ilp solve", h.getModelStatus(), cycle and len(cycle), round(deadline - time.perf_counter(), 2), file=sys.stderr)
+        if cycle is None:
+            break
+        if not lazy or time.perf_counter() > deadline or any(pick[c] not in col for c in cycle):
+            return None
+        cols = np.array([col[pick[c]] for c in cycle], np.int32)
+        h.addRow(-inf, float(len(cols) - 1), len(cols), cols, np.ones(len(cols)))
     status = h.getModelStatus()
     method = "ilp" if status == highspy.HighsModelStatus.kOptimal else "ilp-timeout"
     return Choice(pick, linear_cost(eg, pick, costs), method)

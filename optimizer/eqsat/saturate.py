@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 
 from optimizer.eqsat.egraph import EGraph, from_graph
 from optimizer.eqsat.ematch import EMatcher, Match, ematchers
-from optimizer.eqsat.extract import Choice, constant_classes, greedy, ilp, node_costs, reachable
+from optimizer.eqsat.extract import (
+    Choice,
+    constant_classes,
+    fused_costs,
+    greedy,
+    ilp,
+    node_costs,
+    reachable,
+)
 from optimizer.rewrite.rules import Rule
 from optimizer.superopt.adapt import matcher_of
 from optimizer.superopt.apply import SGraph, SNode
@@ -159,7 +167,11 @@ class Saturation:
         ordered = sorted(
             (r for r in self.rules if r.name in self.ematchers), key=lambda r: self.ematchers[r.name].growth
         )
-        found = [(r, self.ematch_matches(self.eg, r)) for r in ordered]
+        found = []
+        for r in ordered:
+            if time.perf_counter() > deadline:
+                break
+            found.append((r, self.ematch_matches(self.eg, r)))
         for rule, ms in found:
             if self.full or time.perf_counter() > deadline:
                 break
@@ -204,12 +216,19 @@ class Saturation:
         bounds the extraction as a whole (the ILP gets what the costs and the greedy left)."""
         t0 = time.perf_counter()
         costs = self.costs()
+        fused = fused_costs(self.eg, self.model, constant_classes(self.eg), costs)
         choices = [greedy(self.eg, costs)]
+        if fused != costs:
+            choices.append(greedy(self.eg, fused))
         if method == "ilp":
-            left = max(0.05, seconds - (time.perf_counter() - t0))
-            exact = ilp(self.eg, costs, left, start=choices[0])
-            if exact is not None:
-                choices.append(exact)
+            # the ILP under the plain linear costs, then (when they differ) under the costs
+            # that credit fusion, each warm-started by its greedy; the full model picks below
+            runs = [(costs, choices[0])] + ([(fused, choices[1])] if fused != costs else [])
+            for k, (cs, start) in enumerate(runs):
+                left = (seconds - (time.perf_counter() - t0)) / (len(runs) - k)
+                exact = ilp(self.eg, cs, max(0.05, left), start=start)
+                if exact is not None:
+                    choices.append(exact)
         # the linear costs miss fusion (epilogues, elementwise regions): the full model decides,
         # and the input (always in the e-graph) is kept unless a selection beats it
         best, best_cost, best_choice = self.sg, self.model.graph_cost(self.sg), choices[0]
