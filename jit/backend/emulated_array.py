@@ -102,13 +102,28 @@ def _device_call(fn: Callable, where: str, allow_host: bool = False) -> Callable
 class EmulatedDeviceArray(NDArrayOperatorsMixin):
     """A host ndarray posing as device memory: NumPy's values, CuPy's rules (module docstring)."""
 
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_base")
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, data: np.ndarray) -> None:
+    def __init__(self, data: np.ndarray, base: EmulatedDeviceArray | None = None) -> None:
         if not isinstance(data, np.ndarray):
             raise TypeError(f"EmulatedDeviceArray wraps a numpy.ndarray, got {type(data).__name__}")
         self._data = data
+        self._base = base
+
+    def _view(self, value: Any) -> Any:
+        """`value` (a result of this array's own method or index) with this array as its base
+        where it is a view of it, as CuPy's `.base` names the array owning the memory."""
+        if type(value) is EmulatedDeviceArray and value._data.base is not None:
+            if np.may_share_memory(value._data, self._data):
+                value._base = self._base if self._base is not None else self
+        return value
+
+    @property
+    def base(self) -> EmulatedDeviceArray | None:
+        """The device array whose memory this view reads (None: it owns its memory, or the view
+        was made by a function rather than by this array's index or methods)."""
+        return self._base
 
     # --- the dispatch protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -152,7 +167,7 @@ class EmulatedDeviceArray(NDArrayOperatorsMixin):
 
     @property
     def T(self) -> EmulatedDeviceArray:  # noqa: N802 - ndarray's name
-        return EmulatedDeviceArray(self._data.T)
+        return self._view(EmulatedDeviceArray(self._data.T))
 
     @property
     def real(self) -> EmulatedDeviceArray:
@@ -176,7 +191,8 @@ class EmulatedDeviceArray(NDArrayOperatorsMixin):
             raise AttributeError(f"emulated device array has no {name!r} (host memory)")
         attr = getattr(self._data, name)
         if callable(attr):
-            return _device_call(attr, f"ndarray.{name}")
+            call = _device_call(attr, f"ndarray.{name}")
+            return lambda *a, **k: self._view(call(*a, **k))  # reshape, view, ...: views of self
         return wrap(attr)
 
     # --- explicit host transfers and syncs (allowed in CuPy)
@@ -211,7 +227,7 @@ class EmulatedDeviceArray(NDArrayOperatorsMixin):
             yield self[i]
 
     def __getitem__(self, key: Any) -> Any:
-        return wrap(self._data[unwrap(key, "__getitem__")])
+        return self._view(wrap(self._data[unwrap(key, "__getitem__")]))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._data[unwrap(key, "__setitem__")] = unwrap(value, "__setitem__")
