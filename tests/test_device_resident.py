@@ -15,46 +15,59 @@ import lazygraph as lg
 import lazygraph.nn.functional as F
 from jit import backend
 from jit.backend import cuda_emulated
-from jit.backend.emulated_array import EmulatedDeviceArray
 from ops.settings import SETTINGS
 
 EMU = "cuda-emulated"
-pytestmark = pytest.mark.skipif(cuda_emulated.toolchain() is None, reason="needs a C++ compiler")
+needs_cxx = pytest.mark.skipif(cuda_emulated.toolchain() is None, reason="needs a C++ compiler")
+#: the emulated device everywhere; the GPU with `pytest -m cuda` where one exists
+DEVICES = [pytest.param(EMU, marks=needs_cxx), pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
-def copies() -> dict:
-    """The emulated device's copy counters now."""
-    return backend.transfers(EMU)
+@pytest.fixture(params=DEVICES)
+def dev(request: pytest.FixtureRequest) -> str:
+    """A device whose memory is not the host's."""
+    return request.param
 
 
-def delta(before: dict) -> dict:
+def resident(dev: str, x: lg.Array) -> bool:
+    """Whether an evaluated array holds a buffer of `dev` (a device array, not host data)."""
+    buf = x.node.buffer
+    return buf is not None and backend.get(dev).is_buffer(buf) and type(buf) is not np.ndarray
+
+
+def copies(dev: str = EMU) -> dict:
+    """The device's copy counters now."""
+    return backend.transfers(dev)
+
+
+def delta(before: dict, dev: str = EMU) -> dict:
     """Copies since `before`."""
-    now = copies()
+    now = copies(dev)
     return {k: now[k] - before[k] for k in now}
 
 
-def test_leaves_are_copied_once_and_steps_copy_nothing() -> None:
+def test_leaves_are_copied_once_and_steps_copy_nothing(dev: str) -> None:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((6, 5)).astype(np.float32)
     w = rng.standard_normal((5, 4)).astype(np.float32)
-    before = copies()
-    x, y = lg.asarray(a, device=EMU), lg.asarray(w, device=EMU)
-    placed = delta(before)
+    before = copies(dev)
+    x, y = lg.asarray(a, device=dev), lg.asarray(w, device=dev)
+    placed = delta(before, dev)
     assert placed["to_device"] == 2 and placed["to_device_bytes"] == a.nbytes + w.nbytes
-    assert type(x.node.buffer) is EmulatedDeviceArray
-    before = copies()
+    assert resident(dev, x)
+    before = copies(dev)
     h = lg.tanh(x @ y + 1.0)  # a library step (GEMM + bias), a fused region
     s = (h * h).sum(axis=0)  # reductions
     lg.eval(h, s)  # evaluated: both stay device arrays
-    assert type(h.node.buffer) is EmulatedDeviceArray and type(s.node.buffer) is EmulatedDeviceArray
-    ran = delta(before)
+    assert resident(dev, h) and resident(dev, s)
+    ran = delta(before, dev)
     assert ran["to_device"] == 0  # no step copied anything to the device
     t = lg.exp(h - s)  # reads evaluated device values: no copy either
     for _ in range(3):  # the same structure again: a cache hit, still no copy
         t = lg.exp(t * 0.5 - s)
-    before = copies()
+    before = copies(dev)
     got = t.numpy()
-    d = delta(before)
+    d = delta(before, dev)
     assert d["to_device"] == 0 and d["to_host"] == 1 and d["to_host_bytes"] == got.nbytes
     want_h = np.tanh(a @ w + 1.0)
     want_s = (want_h * want_h).sum(axis=0)
@@ -65,20 +78,20 @@ def test_leaves_are_copied_once_and_steps_copy_nothing() -> None:
     assert type(got) is np.ndarray and not got.flags.writeable
 
 
-def test_numpy_and_to_cpu_copy_back() -> None:
+def test_numpy_and_to_cpu_copy_back(dev: str) -> None:
     a = np.arange(12.0).reshape(3, 4)
-    x = lg.asarray(a, device=EMU) * 2
-    before = copies()
+    x = lg.asarray(a, device=dev) * 2
+    before = copies(dev)
     v = x.numpy()
-    assert delta(before)["to_host"] == 1
+    assert delta(before, dev)["to_host"] == 1
     np.testing.assert_array_equal(v, a * 2)
     c = x.to("cpu")
     assert c.device == "cpu" and type(c.node.buffer) is np.ndarray
     np.testing.assert_array_equal((c + 1).numpy(), a * 2 + 1)
     assert float(x[1, 2]) == 12.0 and x.tolist() == (a * 2).tolist()
     assert "22." in str(x)
-    back = lg.asarray(c, device=EMU)  # and to the device again: a device array leaf
-    assert type(back.node.buffer) is EmulatedDeviceArray
+    back = lg.asarray(c, device=dev)  # and to the device again: a device array leaf
+    assert resident(dev, back)
 
 
 def _mlp() -> lg.nn.Module:
@@ -97,29 +110,26 @@ def _train(dev: str, init: dict, steps: int, counts: list | None = None) -> list
     x, y = lg.asarray(X, device=dev), lg.asarray(Y, device=dev)
     losses = []
     for _ in range(steps):
-        before = copies()
+        before = copies(dev)
         loss = F.cross_entropy(model(x), y)
         for p in model.parameters():
             p.grad = None
         loss.backward()
+        losses.append(float(loss))  # evaluates the loss with the last step's parameter updates
+        if counts is not None:
+            assert all(resident(dev, p) for p in model.parameters())  # updated on the device
         with lg.no_grad():
             for p in model.parameters():
-                p -= 0.5 * p.grad  # SGD: the update is evaluated with the next step
-        losses.append(float(loss))
+                p -= 0.5 * p.grad  # SGD (evaluated with the next step's loss)
         if counts is not None:
-            counts.append(delta(before))
-            assert all(
-                type(p.node.buffer) is EmulatedDeviceArray
-                for p in model.parameters()
-                if p.node.buffer is not None
-            )
+            counts.append(delta(before, dev))
     return losses
 
 
-def test_sgd_training_keeps_parameters_on_the_device() -> None:
+def test_sgd_training_keeps_parameters_on_the_device(dev: str) -> None:
     init = {k: v.copy() for k, v in _mlp().state_dict().items()}
     counts: list[dict] = []
-    got = _train(EMU, init, 5, counts)
+    got = _train(dev, init, 5, counts)
     want = _train("cpu", init, 5)
     np.testing.assert_allclose(got, want, rtol=1e-10)
     assert got[-1] < got[0]
@@ -127,11 +137,11 @@ def test_sgd_training_keeps_parameters_on_the_device() -> None:
         assert c["to_device"] == 0 and c["to_host"] == 1 and c["to_host_bytes"] == 8, c
 
 
-def test_optimizer_state_and_parameters_stay_device_arrays() -> None:
+def test_optimizer_state_and_parameters_stay_device_arrays(dev: str) -> None:
     model = _mlp()
-    model.to(EMU)
+    model.to(dev)
     opt = lg.optim.Adam(model.parameters(), lr=0.01)
-    x = lg.asarray(np.random.default_rng(2).standard_normal((8, 4)), device=EMU)
+    x = lg.asarray(np.random.default_rng(2).standard_normal((8, 4)), device=dev)
     for _ in range(3):
         loss = (model(x) ** 2).mean()
         opt.zero_grad()
@@ -140,13 +150,13 @@ def test_optimizer_state_and_parameters_stay_device_arrays() -> None:
         float(loss)
     params = list(model.parameters())
     lg.eval(*[p * 1.0 for p in params])  # evaluates the pending updates
-    assert all(type(p.node.buffer) is EmulatedDeviceArray for p in params)
-    assert all(p.grad.device == EMU for p in params)
+    assert all(resident(dev, p) for p in params)
+    assert all(p.grad.device == dev for p in params)
 
 
-def test_in_place_writes_and_views_on_device_values() -> None:
+def test_in_place_writes_and_views_on_device_values(dev: str) -> None:
     a = np.arange(20.0).reshape(4, 5)
-    x = lg.asarray(a, device=EMU)
+    x = lg.asarray(a, device=dev)
     y = x * 2.0
     y.numpy()  # evaluated: a device array
     want = a * 2.0
@@ -161,35 +171,35 @@ def test_in_place_writes_and_views_on_device_values() -> None:
     np.testing.assert_array_equal(y.numpy(), want)
     np.testing.assert_array_equal(t.numpy(), want.T)
     np.testing.assert_array_equal(r.numpy(), want[1:, ::2])
-    assert type(y.node.buffer) is EmulatedDeviceArray
+    assert resident(dev, y)
     v = y[1]  # a view of an evaluated device buffer is a device view
-    assert type(v.node.buffer) is EmulatedDeviceArray
+    assert resident(dev, v)
     v += 1.0  # writes through into y
     want[1] += 1.0
     np.testing.assert_array_equal(y.numpy(), want)
-    z = lg.asarray(a, device=EMU)
+    z = lg.asarray(a, device=dev)
     z[z > 10.0] = 0.0  # a boolean mask built on the device
     np.testing.assert_array_equal(z.numpy(), np.where(a > 10.0, 0.0, a))
     np.testing.assert_array_equal(x.numpy(), a)  # the source leaf is untouched
 
 
-def test_steps_without_a_device_kernel_run_on_device_arrays() -> None:
+def test_steps_without_a_device_kernel_run_on_device_arrays(dev: str) -> None:
     rng = np.random.default_rng(3)
     a = rng.standard_normal((5, 6))
-    x = lg.asarray(a, device=EMU)
-    before = copies()
+    x = lg.asarray(a, device=dev)
+    before = copies(dev)
     outs = [
         lg.sort(x, axis=1),
         lg.argmax(x, axis=0),
         lg.concatenate([x, x[:2]], axis=0),
         lg.cumsum(x, axis=1),
         x.reshape(3, 10)[::2],
-        lg.take(x, lg.asarray([4, 0, 2], device=EMU), axis=0),
-        lg.zeros((2, 3), device=EMU) + lg.arange(3.0, device=EMU),
-        lg.eye(3, device=EMU) @ x[:3],
+        lg.take(x, lg.asarray([4, 0, 2], device=dev), axis=0),
+        lg.zeros((2, 3), device=dev) + lg.arange(3.0, device=dev),
+        lg.eye(3, device=dev) @ x[:3],
     ]
     got = [o.numpy() for o in outs]
-    d = delta(before)
+    d = delta(before, dev)
     assert d["to_device"] == 1  # the index array only (a leaf made on the host)
     want = [
         np.sort(a, axis=1),
@@ -203,43 +213,43 @@ def test_steps_without_a_device_kernel_run_on_device_arrays() -> None:
     ]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
-    assert not backend.host_steps(EMU).get("sort")
+    assert not backend.host_steps(dev).get("sort")
 
 
-def test_jit_off_runs_regions_op_by_op_on_device_arrays() -> None:
+def test_jit_off_runs_regions_op_by_op_on_device_arrays(dev: str) -> None:
     a = np.random.default_rng(4).standard_normal((3, 7))
     with SETTINGS.override(jit=False):
-        x = lg.asarray(a, device=EMU)
+        x = lg.asarray(a, device=dev)
         y = lg.exp(x) * 2.0 + lg.tanh(x)
         s = y.sum(axis=1)
         lg.eval(y, s)
-        assert type(s.node.buffer) is EmulatedDeviceArray
+        assert resident(dev, s)
         np.testing.assert_allclose(s.numpy(), (np.exp(a) * 2.0 + np.tanh(a)).sum(axis=1), rtol=1e-12)
 
 
-def test_a_host_round_trip_is_explicit_and_counted() -> None:
+def test_a_host_round_trip_is_explicit_and_counted(dev: str) -> None:
     xs = np.random.default_rng(5).standard_normal((1, 2, 4, 4)).astype(np.float16)
-    before = dict(backend.host_steps(EMU))
-    y = F.max_pool2d(lg.asarray(xs, device=EMU), 2)  # float16: no CUDA kernel takes it
+    before = dict(backend.host_steps(dev))
+    y = F.max_pool2d(lg.asarray(xs, device=dev), 2)  # float16: no CUDA kernel takes it
     np.testing.assert_array_equal(y.numpy(), F.max_pool2d(lg.asarray(xs), 2).numpy())
-    assert backend.host_steps(EMU).get("max_pool2d", 0) == before.get("max_pool2d", 0) + 1
+    assert backend.host_steps(dev).get("max_pool2d", 0) == before.get("max_pool2d", 0) + 1
 
 
-def test_device_arrays_refuse_implicit_host_conversion() -> None:
-    x = lg.asarray(np.ones(3), device=EMU) + 1.0
+def test_device_arrays_refuse_implicit_host_conversion(dev: str) -> None:
+    x = lg.asarray(np.ones(3), device=dev) + 1.0
     x.numpy()
     with pytest.raises(TypeError, match="Implicit conversion"):
         np.asarray(x.node.buffer)
 
 
-def test_a_failed_device_evaluation_changes_nothing() -> None:
+def test_a_failed_device_evaluation_changes_nothing(dev: str) -> None:
     a = np.arange(6.0)
-    x = lg.asarray(a, device=EMU) + 1.0
+    x = lg.asarray(a, device=dev) + 1.0
     x.numpy()
     y = x * 2.0
-    bad = lg.take(y, lg.asarray([0, 9], device=EMU))  # index 9 is out of range at run time
+    bad = lg.take(y, lg.asarray([0, 9], device=dev))  # index 9 is out of range at run time
     with pytest.raises(IndexError):
         bad.numpy()
     np.testing.assert_array_equal(x.numpy(), a + 1.0)
     np.testing.assert_array_equal((y + 1.0).numpy(), (a + 1.0) * 2.0 + 1.0)  # the next one works
-    assert type(x.node.buffer) is EmulatedDeviceArray
+    assert resident(dev, x)
