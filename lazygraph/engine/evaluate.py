@@ -43,20 +43,6 @@ _LIMBO = threading._limbo  # type: ignore[attr-defined]
 _OUTCOME = {"hit": "hit", "disk": "disk hit", "miss": "miss", "off": "uncached"}
 
 
-def others_running() -> bool:
-    """Whether a thread other than this one and the background compiler is alive (or starting).
-
-    `threading.active_count() > 1 + background.threads()` without the calls (two lock
-    acquisitions on every evaluation): the registries' sizes, and whether the background
-    worker is registered (a thread leaves `_active` when its function returns).
-    """
-    n = len(_ACTIVE) + len(_LIMBO)
-    if n <= 1:
-        return False
-    w = workers._worker
-    return n > 2 or w is None or w.ident not in _ACTIVE
-
-
 def schedule(roots: Sequence[Node]) -> list[Node]:
     """Unevaluated nodes reachable from `roots`, inputs before consumers (the key's order)."""
     w = walk(roots)
@@ -171,11 +157,16 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
         roots = [*roots, *extra]
     w = attempt.walk = walk(roots)
     # other threads may be computing (and realizing) nodes of this graph: see threads.Claims
-    while w.interior and others_running():
+    # `threading.active_count() > 1 + background.threads()` without a call (each costs microseconds
+    # with the caches cold from the last run): the registries' sizes, and whether the second
+    # thread is the background compiler (a thread leaves `_active` when its function returns)
+    n = len(_ACTIVE) + len(_LIMBO)
+    while w.interior and n > 1 and (n > 2 or (bw := workers._worker) is None or bw._ident not in _ACTIVE):
         attempt.claimed = engine.claims.claim(w)
         if attempt.claimed is not None:
             break
         w = attempt.walk = walk(roots)
+        n = len(_ACTIVE) + len(_LIMBO)
     if not w.interior:
         return
     t1 = time.perf_counter()
