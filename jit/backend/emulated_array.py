@@ -166,6 +166,14 @@ class EmulatedDeviceArray(NDArrayOperatorsMixin):
         return self._data.size
 
     @property
+    def flags(self) -> types.SimpleNamespace:
+        """CuPy's flags: contiguity and ownership only (device memory has no `writeable`)."""
+        f = self._data.flags
+        return types.SimpleNamespace(
+            c_contiguous=f.c_contiguous, f_contiguous=f.f_contiguous, owndata=self._base is None
+        )
+
+    @property
     def T(self) -> EmulatedDeviceArray:  # noqa: N802 - ndarray's name
         return self._view(EmulatedDeviceArray(self._data.T))
 
