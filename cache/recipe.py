@@ -121,12 +121,15 @@ class _ReadsValues(Exception):
     """A guard that reads a leaf's value or memory window: its outcome cannot be memoized."""
 
 
-def guard_reads(guards: list) -> Callable[[Nodes], tuple | None] | None:
+def guard_reads(
+    guards: list, evaluate: Callable[[Nodes], bool] | None = None
+) -> Callable[[Nodes], Any] | None:
     """What the guards read from P' (shapes, attributes) as one hashable tuple, for memoizing them.
 
     Guards are pure functions of what they read, so equal reads give equal outcomes. None when
     a guard reads a value or a window; the reader returns None for an attribute whose equality
-    is looser than its key form (floats, bools, containers).
+    is looser than its key form (floats, bools, containers). Given `evaluate` (all the guards),
+    the result is instead the memoizing check itself: one call on every hit.
     """
     shapes: list[int] = []
     attrs: list[tuple[int, str]] = []
@@ -153,25 +156,44 @@ def guard_reads(guards: list) -> Callable[[Nodes], tuple | None] | None:
             collect(g[2])
     except _ReadsValues:
         return None
-    return _reader([_slot(p) for p in shapes], [(_slot(p), str(name)) for p, name in attrs])
+    return _reader([_slot(p) for p in shapes], [(_slot(p), str(name)) for p, name in attrs], evaluate)
 
 
-def _reader(shapes: list[int], attrs: list[tuple[int, str]]) -> Callable[[Nodes], tuple | None]:
-    """`guard_reads`' reader as straight-line code (one tuple display, no loops): every hit runs it.
+#: the memoizing check's text after its reads: the outcome by what was read, else all the guards
+_MEMO_TAIL = """        ok = memo.get(k)
+    except Exception:  # a missing attribute or an unhashable one: evaluate the guards
+        return evaluate(n)
+    if ok is None:
+        ok = evaluate(n)
+        if len(memo) >= 64:
+            memo.clear()
+        memo[k] = ok
+    return ok
+"""
+
+
+def _reader(
+    shapes: list[int], attrs: list[tuple[int, str]], evaluate: Callable[[Nodes], bool] | None
+) -> Callable[[Nodes], Any]:
+    """`guard_reads`' reader, or memoizing check, as straight-line code: every hit runs it.
 
     The text holds only slot numbers (validated ints) and names of constants; the attribute
     names (read from disk) stay data, passed in as the constants A0, A1, ...
     """
-    lines = ["def read(n):"]
-    space: dict[str, Any] = {"exact": _EXACT, "type": type}
+    check = evaluate is not None
+    pad = "        " if check else "    "
+    lines = ["def read(n):", "    try:"] if check else ["def read(n):"]
+    inexact = "return evaluate(n)" if check else "return None"
+    space: dict[str, Any] = {"exact": _EXACT, "type": type, "evaluate": evaluate, "memo": {}}
     values = [f"n[{p}].shape" for p in shapes]
     for i, (p, name) in enumerate(attrs):
         space[f"A{i}"] = name
-        lines.append(f"    a{i} = n[{p}].attrs[A{i}]")
-        lines.append(f"    if type(a{i}) not in exact: return None")
+        lines.append(f"{pad}a{i} = n[{p}].attrs[A{i}]")
+        lines.append(f"{pad}if type(a{i}) not in exact: {inexact}")
         values.append(f"a{i}")
-    lines.append(f"    return ({', '.join(values)},)" if values else "    return ()")
-    exec(compile("\n".join(lines) + "\n", "<guard reads>", "exec"), space)  # noqa: S102
+    k = f"({', '.join(values)},)" if values else "()"
+    text = "\n".join(lines) + "\n" + (f"{pad}k = {k}\n" + _MEMO_TAIL if check else f"    return {k}\n")
+    exec(compile(text, "<guard reads>", "exec"), space)  # noqa: S102
     return space["read"]
 
 

@@ -43,20 +43,16 @@ class Variant:
         self.tgraph = tgraph
         self.program = program  # opaque here: the engine's executable form of `tgraph`
         guards = [compile_guard(g) for g in tgraph.guards]
-        self.check: Callable[[list[Node]], bool] | None = (
-            _all_hold(guards, guard_reads(tgraph.guards)) if guards else None
-        )
+        self.check: Callable[[list[Node]], bool] | None = _all_hold(guards, tgraph.guards) if guards else None
 
 
-def _all_hold(
-    guards: list[Callable[[list[Node]], bool]], reads: Callable[[list[Node]], tuple | None] | None
-) -> Callable[[list[Node]], bool]:
+def _all_hold(guards: list[Callable[[list[Node]], bool]], spec: list) -> Callable[[list[Node]], bool]:
     """One callable telling whether every guard holds on P' (a guard that cannot be computed fails).
 
-    Outcomes are memoized by what the guards read (`guard_reads`), so a hit on the sizes of
-    an earlier evaluation costs a few attribute reads, not the guards' expressions.
+    Outcomes are memoized by what the guards read (`guard_reads`: one generated function), so a
+    hit on the sizes of an earlier evaluation costs a few attribute reads, not the guards'
+    expressions; guards that read values or memory windows are evaluated every time.
     """
-    memo: dict[tuple, bool] = {}
 
     def evaluate(nodes: list[Node]) -> bool:
         for g in guards:
@@ -67,24 +63,8 @@ def _all_hold(
                 return False
         return True
 
-    if reads is None:
-        return evaluate
-
-    def check(nodes: list[Node]) -> bool:
-        try:
-            k = reads(nodes)
-            ok = memo.get(k) if k is not None else None
-        except Exception:  # a missing attribute or an unhashable one: evaluate the guards
-            k = ok = None
-        if ok is None:
-            ok = evaluate(nodes)
-            if k is not None:
-                if len(memo) >= 64:
-                    memo.clear()
-                memo[k] = ok
-        return ok
-
-    return check
+    check = guard_reads(spec, evaluate)
+    return evaluate if check is None else check
 
 
 class Entry:

@@ -245,3 +245,27 @@ def test_inline_buffer_checks(case):
     k = exact([r.node])
     assert (k == k0) == same, case
     np.testing.assert_allclose(r.numpy(), expected, rtol=1e-6)
+
+
+def test_memoized_guard_check_matches_the_guards():
+    """The generated check (reads, memo, then the guards) agrees with evaluating every guard."""
+    from types import SimpleNamespace
+
+    from cache.recipe import compile_guard
+    from cache.store import _all_hold
+
+    spec = [("eq", ("dim", 0, 0), ("const", 4)), ("eq", ("attr", 1, "axis"), ("const", 1))]
+    check = _all_hold([compile_guard(g) for g in spec], spec)
+
+    def nodes(rows, axis):
+        return [SimpleNamespace(shape=(rows, 3), attrs={}), SimpleNamespace(shape=(), attrs={"axis": axis})]
+
+    for _ in range(2):  # the second round answers from the memo
+        assert check(nodes(4, 1)) is True
+        assert check(nodes(5, 1)) is False
+        assert check(nodes(4, 2)) is False
+        assert check(nodes(4, True)) is False  # a bool is not 1 here: its key form differs
+        assert check(nodes(4, 1.0)) is False
+    broken = nodes(4, 1)
+    broken[1].attrs = {}
+    assert check(broken) is False  # a guard that cannot be computed fails

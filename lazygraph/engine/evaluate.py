@@ -185,7 +185,13 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
         outcome = "off"
     else:
         entry = engine.memory.get(key)
-        program = entry.select(w.nodes) if entry is not None else None
+        program = None
+        if entry is not None:  # entry.select(w.nodes), inline (the hit path)
+            for v in entry.variants:
+                check = v.check
+                if check is None or check(w.nodes):
+                    program = v.program
+                    break
         outcome = "hit"
         if program is None:
             keep = memoized(w)
