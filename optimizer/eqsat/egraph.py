@@ -2,12 +2,10 @@
 
 E-nodes are `SNode`s (lazygraph's own operators, as the TASO search sees them) whose inputs
 are e-class ids; leaves are keyed by what they stand for (a Q node, or their id in the graph
-they came from), constants by their value. Rules are not translated: a rewrite is found by
-the search's own matchers on a concrete graph extracted from the e-graph, and `absorb` adds
-the rewritten graph and unions each replaced node's class with its replacement's class. So
-every proven rule applies with its conditions and its multi-output sources exactly as in the
-TASO search, at the price that a rule matches only on the graphs the driver hands it rather
-than on every term the e-graph represents (see docs/superopt.md).
+they came from), constants by their value. The library's rules are e-matched on the
+e-graph itself (ematch.py); the structural merges (Python over shapes and consumers) run on
+concrete graphs drawn from the e-graph, and `absorb` adds such a rewritten graph and unions
+each replaced node's class with its replacement's class (see docs/superopt.md).
 """
 
 from __future__ import annotations

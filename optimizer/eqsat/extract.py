@@ -6,15 +6,19 @@ subgraph once per path to it, so it can prefer a graph that recomputes less-shar
 is slower than the input (Tensat's -124%). The greedy here is the paper's fix: a class's cost
 is the summed cost of the *set* of e-nodes below its choice, and an e-node's cost is its own
 plus the cost of the union of its children's sets. The ILP selects e-nodes with binary
-variables (each used class has a chosen e-node, a chosen e-node's children are used) and
-forbids cycles with an order on classes (t_c >= t_d + 1 whenever a chosen e-node of c reads d).
+variables (a used class has exactly one chosen e-node, a chosen e-node's children are used)
+over the classes reachable from the roots, less the constant classes (folded, free: each keeps
+the acyclic choice that made it constant); cycles are cut lazily (every two-class cycle up
+front, a longer one when a solution shows it), or with order variables (t_c >= t_d + 1 within
+each cyclic component) when `lazy=False`.
 
 Costs are linear: each e-node costs what the search's cost model charges for that operator
 alone at its shapes (`CostModel.graph_cost` of a one-operator graph), zero when all its
 inputs are weights (folded once). The model's fusion effects (bias and ReLU epilogues,
-elementwise regions) are not linear; `select` therefore re-costs the extracted graph with the
-full model and keeps the input when the input is cheaper, so an extraction never makes the
-graph costlier.
+elementwise regions) are not linear: `fused_costs` credits them optimistically (when a class
+holds the neighbour that allows them) as a second cost function, and `Saturation.extract`
+re-costs every selection with the full model and keeps the input when the input is cheaper,
+so an extraction never makes the graph costlier.
 """
 
 from __future__ import annotations
@@ -375,8 +379,6 @@ def ilp(
         if any(eg.find(r) not in pick for r in eg.roots):
             return None
         cycle = find_cycle(eg, pick)
-        if os.environ.get("EQSAT_DEBUG"):
-            print("ilp solve", h.getModelStatus(), cycle and len(cycle), round(deadline - time.perf_counter(), 2), file=sys.stderr)
         if cycle is None:
             break
         if not lazy or time.perf_counter() > deadline or any(pick[c] not in col for c in cycle):

@@ -1,8 +1,9 @@
 """Monte Carlo tree search over e-graph construction (the PACT'24 design, on lazygraph's rules).
 
-The main e-graph grows one action at a time; an action is a rule applied at its matches on
-the input graph and on the e-graph's current greedy extraction (at most `matches` of them:
-each costs a rewrite of a whole graph here, and cheaper actions buy more iterations). Before each action an MCTS
+The main e-graph grows one action at a time; an action is a rule applied at its matches: a
+library rule at its e-matches on the e-graph itself (up to the saturation's `match_limit`),
+a structural merge at up to `matches` matches on the input graph and the e-graph's current
+greedy extraction (each of those costs a rewrite of a whole graph). Before each action an MCTS
 runs from the main e-graph: selection descends by UCB1 (v/n + c sqrt(ln N / n)) and stops at
 each node with probability 1/2 to widen the tree; expansion applies a random rule not on the
 node's blacklist (rules that changed nothing there: saturated children are pruned);
@@ -10,8 +11,9 @@ simulation applies random rules up to `depth` steps, and the reward is the sum o
 extracted cost's decreases, max(cost_{i-1} - cost_i, 0), relative to the input's cost (the
 cost: the full cost model on the greedy extraction, or on the cheapest graph the action made
 when that is lower: the linear costs the greedy uses miss the merges' fused epilogues);
-update adds the reward and a visit along the path. The root's child with the best average
-value is applied to the main e-graph. Construction stops at the e-node budget, when no rule
+update adds the reward and a visit along the path (at least one iteration per applicable
+rule). The root's child with the best average value is applied to the main e-graph, and the
+next search continues from that child's subtree (the paper's reuse). Construction stops at the e-node budget, when no rule
 changes the e-graph, or at the time limit; the final graph is extracted by ILP (greedy when
 the ILP finds nothing in time).
 """

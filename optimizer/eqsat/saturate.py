@@ -1,12 +1,16 @@
 """Equality saturation with the proven rules: e-graph construction under node and time limits.
 
-Rules are applied by the TASO search's own matchers (`adapt.matcher_of(rule).rewrites`) on
-concrete graphs drawn from the e-graph, and each result is absorbed (`EGraph.absorb`). One
-step (`Saturation.step`) matches every rule on the frontier (the graphs the previous step
-made, cheapest first, and the current best extraction) and absorbs every match until the
-node limit; the run stops when a step adds nothing (saturated as far as these graphs show),
-or at a limit. `graph_of` turns a selection back into an `SGraph` whose `replaced` maps the
-input's node ids to their replacements, which is what the pass emits.
+The library's rules (term vocabulary) are e-matched on the e-graph (ematch.py: every
+combination it represents); the structural merges (Python matchers over shapes and
+consumers, match.py) run on concrete graphs drawn from it and are absorbed
+(`EGraph.absorb`). One step (`Saturation.step`) applies the structural rules to the frontier
+(the graphs the previous step made, cheapest first, and the current greedy extraction), then
+matches every library rule on one snapshot of the e-graph and instantiates at most
+`match_limit` matches per rule, rules that add fewer operators first, until the node limit;
+the run stops when a step changes nothing (saturated) or at a limit. `ematch=False` keeps the
+first version's behaviour (the library matched on the drawn graphs too), for comparison.
+`graph_of` turns a selection back into an `SGraph` whose `replaced` maps the input's node ids
+to their replacements, which is what the pass emits.
 """
 
 from __future__ import annotations

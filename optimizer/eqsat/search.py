@@ -65,8 +65,11 @@ def eqsat_search(
             if best is not sg:
                 sat.frontier.append((best, sat.eg.add_graph(best)))
         share = (seconds - (time.perf_counter() - t0)) / (len(stages) - k)
+        end = time.perf_counter() + share
         stopped = sat.run(share * (1 - ILP_SHARE), max_steps=max(1, graphs))
-        got, _ = sat.extract(extract, max(0.05, share * ILP_SHARE))
+        # the extraction gets the rest of the stage: all of it when the run stopped early
+        # (saturated, or at the node limit); the ILP returns as soon as it is optimal
+        got, _ = sat.extract(extract, max(0.05, end - time.perf_counter()))
         if sat.model.graph_cost(got) < sat.model.graph_cost(best):
             best = got
     return _result(sat, sg, best, t0, stopped)
