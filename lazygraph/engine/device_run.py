@@ -15,7 +15,8 @@ last:
   namespace (ops/namespace.py: CuPy's module on "cuda", the emulated namespace on
   "cuda-emulated"), which allocates on the device;
 - a step that still returns host data (a memo step's constant, a host-only kernel) has its value
-  copied to the device, counted in `jit.backend.transfers` and by step in `jit.backend.host_steps`.
+  copied to the device, counted in `jit.backend.transfers` and by step in `jit.backend.host_steps`
+  (LAZYGRAPH_DEBUG=1 logs each run's copies to the device, =2 each such step).
 
 Only `.numpy()`, printing and `to("cpu")` copy values back (lazygraph/array.py, transfer.py).
 
@@ -36,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from jit.backend import Backend, count_host_step
+from jit.backend import Backend, count_host_step, transfers
+from lazygraph import debug
 from lazygraph.engine.kernels import Kernel, OpKernel
 from ops.base import REGISTRY
 from ops.creation import SCALAR
@@ -61,6 +63,7 @@ def bind_leaf(be: Backend, node: Node) -> Any:
 def adopt(be: Backend, v: Any, what: str) -> Any:
     """A step's value that is not a device array, copied to the device (counted by step)."""
     count_host_step(be.name, what)
+    debug.log(f"{be.name}: {what} gave a host value; copied to the device", at=2)
     if not isinstance(v, np.ndarray):
         v = np.asarray(v)  # a Python or NumPy scalar: host data by nature
     return be.to_device(v)
@@ -78,6 +81,7 @@ def run(
 ) -> list[Any]:
     """Bind the leaves, run every step on device arrays, free each value after its last reader."""
     vals: list[Any] = [None] * program.size
+    start = transfers(be.name) if debug.level() >= 1 else None
     for q, p in program.leaves:
         vals[q] = bind_leaf(be, nodes[p])
     if meter is not None:
@@ -124,6 +128,12 @@ def run(
                 if meter is not None:
                     meter.drop(d)
                 vals[d] = None
+    if start is not None:
+        end = transfers(be.name)
+        debug.log(
+            f"{be.name}: this run copied {end['to_device'] - start['to_device']} values "
+            f"({end['to_device_bytes'] - start['to_device_bytes']} bytes) to the device"
+        )
     return vals
 
 
