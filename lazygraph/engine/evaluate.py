@@ -150,7 +150,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     """One evaluation; `attempt` records its progress for `Attempt.fail`."""
     t0 = time.perf_counter()
     pending = RECORDING.deferred
-    if pending:
+    if pending._refs:  # `if pending:` without the call
         attempt.deferred = list(pending)
         extra = [s.node for s in attempt.deferred if s.node.buffer is None]
         pending.clear()

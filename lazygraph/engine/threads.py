@@ -16,6 +16,8 @@ from typing import Any
 
 from cache.key import Walk
 
+_DEREF = weakref.ref.__call__  # a weak reference's object (None once dead), as a C function
+
 
 class OrderedWeakSet:
     """A set of weakly held objects that iterates in insertion order (a WeakSet's order
@@ -36,7 +38,8 @@ class OrderedWeakSet:
         self._refs.clear()
 
     def __iter__(self) -> Any:
-        return iter([o for o in (r() for r in list(self._refs.values())) if o is not None])
+        live = list(map(_DEREF, self._refs.values()))  # no Python frames: every evaluation reads it
+        return iter([o for o in live if o is not None] if None in live else live)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
