@@ -198,8 +198,17 @@ class MCTS:
         self.allowed = sorted(self.applicable(root.eg, deadline))
         if not self.allowed:
             return None
-        # at least one iteration per applicable rule: a rule never tried at the root cannot be chosen
-        for _ in range(max(self.budget, len(self.allowed))):
+        # every applicable rule is first tried once at the root, rewarded by its immediate
+        # improvement: under a budget of seconds the search then does not miss a rule it had
+        # no time to expand (the rollouts below refine these values)
+        while self._free(root) and time.perf_counter() < deadline:
+            child = self._expand(root, deadline)
+            if child is None:
+                break
+            child.value += max(root.cost - child.cost, 0.0) / self.start
+            child.visits += 1
+            root.visits += 1
+        for _ in range(self.budget):
             if time.perf_counter() > deadline or root.saturated:
                 break
             node = self._select(root)

@@ -90,15 +90,21 @@ def mcts_search(
     """The merges saturated, then MCTS-guided construction under the e-node budget, then ILP."""
     t0 = time.perf_counter()
     sat = Saturation(sg, stages[0], model or CostModel(), node_limit=node_limit, ematch=ematch)
+    first = sg
     if len(stages) > 1:
         # the structural merges first, saturated as a plain step (they converge in a few
-        # rounds); MCTS then chooses among all rules, where the phase ordering matters
+        # rounds) and extracted while the e-graph is small (the final ILP, on the larger
+        # e-graph, may not reach that optimum in its time); MCTS then chooses among all
+        # rules, where the phase ordering matters
         sat.run(seconds * 0.25)
+        first, _ = sat.extract("ilp", seconds * 0.1)
         sat.set_rules(stages[-1])
     tree = MCTS(sat, budget=budget, depth=depth, seed=seed)
     stopped = tree.run(seconds * (1 - ILP_SHARE) - (time.perf_counter() - t0))
     left = max(0.1, seconds - (time.perf_counter() - t0))
     best, _ = sat.extract("ilp", left)
+    if sat.model.graph_cost(first) < sat.model.graph_cost(best):
+        best = first
     r = _result(sat, sg, best, t0, stopped)
     r.egraph_peak = tree.max_size  # type: ignore[attr-defined]
     return r
