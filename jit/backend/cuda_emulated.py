@@ -323,6 +323,9 @@ class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
     language = "cuda"
     #: buffers are EmulatedDeviceArray: the engine keeps them on the device as it keeps CuPy's
     host_memory = False
+    #: collectives (the NCCL path) run over the host transport on the device arrays' memory
+    #: (`raw`/`from_raw`, no copy), as NCCL reads device memory (lazygraph/distributed)
+    host_transport = True
     #: the emulator has no cuDNN by design: its convolutions are the im2col fallback, silently
     expects_cudnn = False
 
@@ -353,6 +356,14 @@ class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
     def may_share(self, a: Any, b: Any) -> bool:
         """np.may_share_memory of the memory behind them."""
         return bool(np.may_share_memory(_raw(a), _raw(b)))
+
+    def raw(self, x: Any) -> Any:
+        """The host memory behind a device array, shared (no copy): what an emulated NCCL reads."""
+        return _raw(x)
+
+    def from_raw(self, x: Any) -> Any:
+        """A device array over host memory an emulated library call wrote (no copy)."""
+        return EmulatedDeviceArray(x) if type(x) is np.ndarray else x
 
     def namespace(self) -> Any:
         """The emulated device namespace (it creates device arrays, as CuPy's module does)."""

@@ -229,6 +229,27 @@ class CreationKernel(Kernel):
         return self.fn(*inputs, xp=self.xp, **attrs)
 
 
+class RawMemoryKernel(Kernel):
+    """A collective's start or wait on "cuda-emulated": the host transport (MPI, tcp) runs on the
+    memory behind the device arrays (`be.raw`, shared, no copy), as NCCL runs on device memory
+    on "cuda"; the placeholder a start returns is the same memory its wait is handed."""
+
+    __slots__ = ("fn", "be")
+
+    def __init__(self, fn: Callable, be: Backend) -> None:
+        self.fn = fn
+        self.be = be
+
+    def run(self, *inputs: Any, out: Any = None, **attrs: Any) -> Any:
+        """The collective's step on the raw memory, its value a device array over it."""
+        raw = self.be.raw  # type: ignore[attr-defined]
+        return self.be.from_raw(self.fn(*[raw(x) for x in inputs], **attrs))  # type: ignore[attr-defined]
+
+
+#: operators whose kernels hand arrays to a transport (lazygraph/distributed)
+_TRANSPORT_OPS = frozenset({"collective_start", "collective_wait"})
+
+
 def _creation(fn: Callable, xp: Any) -> Callable:
     """`fn` creating in namespace `xp` where it takes one (creation kernels), else `fn`."""
     try:
@@ -248,6 +269,8 @@ def device_kernel(be: Backend, step: Any) -> Kernel:
     if ctor == "memo":
         return DeviceMemoKernel(be, recipe.data)
     op = getattr(kernel, "op", None)
+    if isinstance(kernel, OpKernel) and op.name in _TRANSPORT_OPS and getattr(be, "host_transport", False):
+        return RawMemoryKernel(op.kernel, be)
     if not step.ins and isinstance(kernel, OpKernel) and _creation(op.kernel, np) is not op.kernel:
         return CreationKernel(op.kernel, be.namespace())
     return kernel
