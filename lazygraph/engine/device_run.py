@@ -13,7 +13,10 @@ last:
   device through `DeviceLibraryKernel`) launch on the device arrays and return device arrays;
 - every other step runs its operator's reference kernel on the device arrays through their
   namespace (ops/namespace.py: CuPy's module on "cuda", the emulated namespace on
-  "cuda-emulated"), which allocates on the device;
+  "cuda-emulated"), which allocates on the device; creation operators without inputs get the
+  device's namespace as their `xp` (`CreationKernel`), folded steps run through it
+  (`DeviceMemoKernel`), and collectives on "cuda-emulated" run the host transport on the memory
+  behind the device arrays (`RawMemoryKernel`, as NCCL reads device memory on "cuda");
 - a step that still returns host data (a memo step's constant, a host-only kernel) has its value
   copied to the device, counted in `jit.backend.transfers` and by step in `jit.backend.host_steps`
   (LAZYGRAPH_DEBUG=1 logs each run's copies to the device, =2 each such step).
