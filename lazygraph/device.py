@@ -182,6 +182,15 @@ def of(node: Node) -> str:
     return d if d is not None else default()
 
 
+#: 0-d values already copied to a device: (device, dtype, bytes) -> the device's array. An
+#: optimizer makes its learning rate (and Adam's bias corrections) a 0-d leaf per parameter
+#: per step; one copy per distinct value instead of one per leaf. Leaf buffers on a device are
+#: never written (device_run.py copies a write step's base), so leaves may share one.
+_SCALARS: dict[tuple, Any] = {}
+_SCALARS_MAX = 256
+_scalars_lock = threading.Lock()
+
+
 def on_device(value: np.ndarray, dev: str) -> Any:
     """`value` (host data) as the buffer of a leaf on `dev`: the device's array (a counted copy)
     where its memory is not the host's, else `value` itself."""
@@ -190,7 +199,19 @@ def on_device(value: np.ndarray, dev: str) -> Any:
     from jit import backend
 
     be = backend.get(dev)
-    return value if backend.host_memory(be) else be.to_device(value)
+    if backend.host_memory(be):
+        return value
+    if value.ndim:
+        return be.to_device(value)
+    key = (dev, value.dtype.str, value.tobytes())
+    d = _SCALARS.get(key)
+    if d is None:
+        d = be.to_device(value)
+        with _scalars_lock:
+            if len(_SCALARS) >= _SCALARS_MAX:
+                _SCALARS.pop(next(iter(_SCALARS)))
+            _SCALARS[key] = d
+    return d
 
 
 def host_value(node: Node) -> np.ndarray:

@@ -137,17 +137,25 @@ def test_sgd_training_keeps_parameters_on_the_device(dev: str) -> None:
         assert c["to_device"] == 0 and c["to_host"] == 1 and c["to_host_bytes"] == 8, c
 
 
-def test_optimizer_state_and_parameters_stay_device_arrays(dev: str) -> None:
+@pytest.mark.parametrize("name", ["SGD", "Adam"])
+def test_optimizer_state_and_parameters_stay_device_arrays(dev: str, name: str) -> None:
     model = _mlp()
     model.to(dev)
-    opt = lg.optim.Adam(model.parameters(), lr=0.01)
+    opt = getattr(lg.optim, name)(model.parameters(), lr=0.01)
     x = lg.asarray(np.random.default_rng(2).standard_normal((8, 4)), device=dev)
-    for _ in range(3):
+    sent = []
+    for _ in range(4):
+        before = copies(dev)
         loss = (model(x) ** 2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
         float(loss)
+        sent.append(delta(before, dev)["to_device"])
+    # warm steps: the optimizer's 0-d hyper-parameter leaves are copied once per distinct value
+    # (SGD's learning rate: never again; Adam's two bias corrections change every step, one
+    # copy each for the 4 parameters, unless an earlier test already placed those values)
+    assert all(n <= (0 if name == "SGD" else 2) for n in sent[2:]), sent
     params = list(model.parameters())
     lg.eval(*[p * 1.0 for p in params])  # evaluates the pending updates
     assert all(resident(dev, p) for p in params)
