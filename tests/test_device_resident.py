@@ -261,3 +261,39 @@ def test_a_failed_device_evaluation_changes_nothing(dev: str) -> None:
     np.testing.assert_array_equal(x.numpy(), a + 1.0)
     np.testing.assert_array_equal((y + 1.0).numpy(), (a + 1.0) * 2.0 + 1.0)  # the next one works
     assert resident(dev, x)
+
+
+def _cnn_losses(dev: str, steps: int, sent: list | None = None) -> list[float]:
+    lg.manual_seed(0)
+    model = lg.nn.Sequential(
+        lg.nn.Conv2d(1, 3, 3, padding=1),
+        lg.nn.ReLU(),
+        lg.nn.MaxPool2d(2),
+        lg.nn.Flatten(),
+        lg.nn.Linear(3 * 3 * 3, 4),
+    ).to(dev)
+    opt = lg.optim.SGD(model.parameters(), lr=0.1)
+    rng = np.random.default_rng(6)
+    x = lg.asarray(rng.standard_normal((2, 1, 6, 6)).astype(np.float32), device=dev)
+    y = lg.asarray(rng.integers(0, 4, 2), device=dev)
+    losses = []
+    for _ in range(steps):
+        before = copies(dev)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+        if sent is not None:
+            sent.append(delta(before, dev)["to_device"])
+    return losses
+
+
+def test_cnn_training_steps_stay_on_the_device(dev: str) -> None:
+    """Convolution, pooling and their gradients are window steps on device arrays: no copies."""
+    host_before = dict(backend.host_steps(dev))
+    sent: list[int] = []
+    got = _cnn_losses(dev, 3, sent)
+    np.testing.assert_allclose(got, _cnn_losses("cpu", 3), rtol=1e-4)
+    assert sent[1:] == [0, 0], sent
+    assert backend.host_steps(dev) == host_before  # no window step left the device
