@@ -20,9 +20,11 @@ on either plan at random; the step sums are the least sensitive to them). Anchor
 Between the two, the searches table (skip with --no-searches): per model, the graph the pass
 would search, given to the TASO search, the e-graph with greedy extraction, the e-graph with
 ILP extraction and MCTS (optimizer/eqsat/) with the same budget and cost model (--quick:
-BERT, NasRNN and NASNet-A only, 0.5 s each): cost-model
-speedup, search seconds, e-graph size (e-nodes), the best one's rules, and the paper's MCTS
-speedup on an A100. `--search` picks the search the measured part's pass runs;
+BERT, NasRNN and NASNet-A only unless --models names others, 0.5 s each or
+--search-seconds): cost-model speedup, search seconds, e-graph size (e-nodes), the best
+one's rules, and the paper's MCTS speedup on an A100. `--no-ematch` runs the e-graph
+searches with the library matched on drawn graphs only (the first version, to compare);
+`--no-models` stops after this table. `--search` picks the search the measured part's pass runs;
 `--cpu-searches taso eqsat mcts` also builds each of those searches' plans from the same
 recording and alternates the timed rounds over all of them, then prints a table of measured
 CPU speedup per model and search with `result: <search>_cpu_speedup_geomean` lines. A loaded
