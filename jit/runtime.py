@@ -2,7 +2,10 @@
 
 A backend is four things (the layout of a device in most array runtimes):
 - an allocator: `empty`, `to_device`, `to_host`, plus `is_buffer` and `may_share` so that a
-  caller can check an `out=` buffer it was handed;
+  caller can check an `out=` buffer it was handed, and `namespace()`, the array namespace of
+  its buffers (what creation kernels allocate with). A device whose memory is not the host's
+  counts every copy through `count_transfer` (read back with `transfers`), and a step that runs
+  on the host instead through `count_host_step` (`host_steps`);
 - a compiler: `compile(source, name) -> Binary`, from the source language the backend names in
   `language` ("c" or "cuda"; jit/generate.py renders the fused kernels in it), with the binary
   kept in the compiled-kernel store (jit/store.py);
