@@ -11,8 +11,8 @@ simulation applies random rules up to `depth` steps, and the reward is the sum o
 extracted cost's decreases, max(cost_{i-1} - cost_i, 0), relative to the input's cost (the
 cost: the full cost model on the greedy extraction, or on the cheapest graph the action made
 when that is lower: the linear costs the greedy uses miss the merges' fused epilogues);
-update adds the reward and a visit along the path (at least one iteration per applicable
-rule). The root's child with the best average value is applied to the main e-graph, and the
+update adds the reward and a visit along the path; before those iterations every applicable
+rule is tried once at the root, its immediate improvement its first reward. The root's child with the best average value is applied to the main e-graph, and the
 next search continues from that child's subtree (the paper's reuse). Construction stops at the e-node budget, when no rule
 changes the e-graph, or at the time limit; the final graph is extracted by ILP (greedy when
 the ILP finds nothing in time).
