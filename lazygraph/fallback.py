@@ -30,10 +30,11 @@ import numpy as np
 
 from lazygraph import txn
 from lazygraph.array import Array, from_node
+from lazygraph.device import host_value, of, on_device
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.gradmode import is_grad_enabled
 from ops.base import Op
-from ops.node import Node
+from ops.node import HOST, Node
 from ops.settings import SETTINGS
 
 
@@ -164,7 +165,7 @@ def call(func: Callable, args: tuple, kwargs: dict, name: str | None = None, wri
     pending = [a.node for a in found if a.node.buffer is None]
     if pending:
         evaluation.evaluate(pending)  # one graph for every argument
-    values = {id(a): np.asarray(a.node.buffer) for a in found}
+    values = {id(a): host_value(a.node) for a in found}  # device values: a counted copy back
     args, kwargs = list(args), dict(kwargs)
     targets: dict[int, Array] = {}  # id of the writable copy handed to NumPy -> the lazy array
 
@@ -194,10 +195,12 @@ def call(func: Callable, args: tuple, kwargs: dict, name: str | None = None, wri
         if isinstance(a, np.ndarray) and id(a) not in targets:
             passed[id(a)] = a  # the caller's own NumPy array (out=): returned as it is
     tracked = tuple(a.node for a in found if a.node.requires_grad) if is_grad_enabled() else ()
-    return _wrap(result, passed, lambda v: _result(v, name, tracked))
+    devices = {of(a.node) for a in found}
+    dev = devices.pop() if len(devices) == 1 else HOST  # NumPy's result returns where its inputs live
+    return _wrap(result, passed, lambda v: _result(v, name, tracked, dev))
 
 
-def _result(value: np.ndarray, name: str, tracked: tuple[Node, ...]) -> Array:
+def _result(value: np.ndarray, name: str, tracked: tuple[Node, ...], dev: str = HOST) -> Array:
     value = np.array(value, copy=True, order="C")
     value.flags.writeable = False
     if tracked and value.dtype.kind == "f":
@@ -208,6 +211,9 @@ def _result(value: np.ndarray, name: str, tracked: tuple[Node, ...]) -> Array:
         from ops.creation import BUFFER
 
         node = Node(BUFFER, (), {}, value.shape, value.dtype, buffer=value)
+    if dev != HOST:
+        node.buffer = on_device(value, dev)
+        node.device = dev
     return from_node(node)
 
 

@@ -200,3 +200,21 @@ def test_add_at_matches_numpy(value, data):
     lazy = lg.asarray(value)
     _quiet(np.add.at, lazy, lg.asarray(idx), 1)
     assert_matches(lazy, want)
+
+
+def test_a_fallback_on_device_values_reads_them_back_and_returns_on_that_device() -> None:
+    """NumPy's function on arrays of a device whose memory is not the host's: a counted copy back
+    (device arrays refuse `np.asarray`), and the result placed on the inputs' device."""
+    from jit import backend
+
+    x = np.array([3.0, 1.0, 2.0, -4.0])
+    d = lg.asarray(x, device="cuda-emulated")
+    before = backend.transfers("cuda-emulated")["to_host"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = np.trapezoid(d)
+        z = np.sort_complex(d)
+    assert backend.transfers("cuda-emulated")["to_host"] > before
+    assert y.device == "cuda-emulated" and z.device == "cuda-emulated"
+    np.testing.assert_allclose(float(y), np.trapezoid(x))
+    np.testing.assert_array_equal((z * 2).numpy(), np.sort_complex(x) * 2)
