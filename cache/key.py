@@ -53,7 +53,7 @@ Key = tuple
 class Walk:
     """One evaluation's graph: nodes by slot (inputs first), the operations' slots, the key."""
 
-    __slots__ = ("nodes", "interior", "roots", "key", "cacheable", "_parsed", "_tokens", "_refs")
+    __slots__ = ("nodes", "interior", "roots", "key", "cacheable", "_parsed", "_tokens", "_refs", "template")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
@@ -64,6 +64,7 @@ class Walk:
         self._parsed: tuple[list[int], list[Any]] | None = None
         self._tokens: tuple | None = None
         self._refs: list[int] | None = None
+        self.template: Any = None  # the template it matched (cache/template.py), if any
 
     def _parse(self) -> tuple[list[int], list[Any]]:
         """Per slot, from the flat key: the local id, and the input slots or alias (or None)."""
@@ -142,6 +143,7 @@ def walk(roots: Sequence[Node]) -> Walk:
         w._parsed = (t.ids, t.edges)
         w._tokens = None
         w._refs = t.refs
+        w.template = t
         return w
     w = full_walk(roots)
     if w.cacheable and w.interior:

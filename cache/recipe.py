@@ -160,7 +160,12 @@ def guard_reads(
 
 
 #: the memoizing check's text after its reads: the outcome by what was read, else all the guards
-_MEMO_TAIL = """        ok = memo.get(k)
+#: (the last reads' identity shortcut first: shapes and views are mostly the very objects of the
+#: previous evaluation, so comparing costs pointer comparisons where hashing would walk them)
+_MEMO_TAIL = """        lk = last[0]
+        if k == lk[0]:
+            return lk[1]
+        ok = memo.get(k)
     except Exception:  # a missing attribute or an unhashable one: evaluate the guards
         return evaluate(n)
     if ok is None:
@@ -168,6 +173,7 @@ _MEMO_TAIL = """        ok = memo.get(k)
         if len(memo) >= 64:
             memo.clear()
         memo[k] = ok
+    last[0] = (k, ok)  # one tuple: another thread reads a consistent pair
     return ok
 """
 
@@ -184,7 +190,13 @@ def _reader(
     pad = "        " if check else "    "
     lines = ["def read(n):", "    try:"] if check else ["def read(n):"]
     inexact = "return evaluate(n)" if check else "return None"
-    space: dict[str, Any] = {"exact": _EXACT, "type": type, "evaluate": evaluate, "memo": {}}
+    space: dict[str, Any] = {
+        "exact": _EXACT,
+        "type": type,
+        "evaluate": evaluate,
+        "memo": {},
+        "last": [(object(), None)],  # a first key equal to no reads
+    }
     values = [f"n[{p}].shape" for p in shapes]
     for i, (p, name) in enumerate(attrs):
         space[f"A{i}"] = name

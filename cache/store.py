@@ -164,6 +164,8 @@ class MemoryStore:
         self._buckets: dict[int, list[Entry]] = {}
         self._count = 0
         self._lock = threading.RLock()
+        #: changes whenever an entry may have left or been replaced (templates remember entries)
+        self.generation = 0
 
     def get(self, key: Key) -> Entry | None:
         """The entry for exactly this key."""
@@ -181,6 +183,7 @@ class MemoryStore:
         """Insert or replace the entry for entry.key."""
         h = keymod.key_hash(entry.key)
         with self._lock:
+            self.generation += 1
             bucket = self._buckets.setdefault(h, [])
             for i, e in enumerate(bucket):
                 if e.key == entry.key:
@@ -193,6 +196,7 @@ class MemoryStore:
 
     def _evict(self) -> None:
         """Drop the least recently used quarter (rare: only programs with many structures)."""
+        self.generation += 1
         entries = sorted(self.entries(), key=lambda e: e.last_used)
         for e in entries[: max(1, len(entries) // 4)]:
             bucket = self._buckets[keymod.key_hash(e.key)]
@@ -209,6 +213,7 @@ class MemoryStore:
     def clear(self) -> None:
         """Forget everything."""
         with self._lock:
+            self.generation += 1
             self._buckets.clear()
             self._count = 0
 

@@ -67,6 +67,7 @@ class Template:
         "fast",
         "uses",
         "refs",
+        "cached",
     )
 
     def __init__(
@@ -98,6 +99,8 @@ class Template:
         self.few = [(s, ids[s], edges[s]) for s in buffers] if len(buffers) <= 3 else None
         self.fast: Callable[[Sequence[Node]], Any] | None = None  # compiled at the second match
         self.uses = 0
+        #: (store, its generation, the entry of `key` there): the engine's lookup, remembered
+        self.cached: tuple | None = None
         self.refs = [0] * n  # per slot, how many operations' inputs name it (the engine's `memoized`)
         for s in interior:
             for j in edges[s]:

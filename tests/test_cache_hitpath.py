@@ -262,6 +262,7 @@ def test_memoized_guard_check_matches_the_guards():
 
     for _ in range(2):  # the second round answers from the memo
         assert check(nodes(4, 1)) is True
+        assert check(nodes(4, 1)) is True  # the same reads again: the last outcome
         assert check(nodes(5, 1)) is False
         assert check(nodes(4, 2)) is False
         assert check(nodes(4, True)) is False  # a bool is not 1 here: its key form differs
@@ -269,3 +270,17 @@ def test_memoized_guard_check_matches_the_guards():
     broken = nodes(4, 1)
     broken[1].attrs = {}
     assert check(broken) is False  # a guard that cannot be computed fails
+
+
+def test_a_template_forgets_its_entry_when_the_store_changes():
+    """The entry a template remembers is used only while the store is unchanged since."""
+    for _ in range(5):
+        r = base(lg.asarray(A), lg.asarray(B))
+        np.testing.assert_allclose(r.numpy(), base(A, B, np), rtol=1e-5)
+    r = base(lg.asarray(A), lg.asarray(B))
+    _, t, _ = template.find([r.node])
+    assert t is not None and t.cached is not None
+    lg.cache.clear(disk=False)  # the entry is gone: the next evaluation must compile again
+    before = lg.cache.stats(per_entry=False)["misses"]
+    np.testing.assert_allclose(r.numpy(), base(A, B, np), rtol=1e-5)
+    assert lg.cache.stats(per_entry=False)["misses"] == before + 1

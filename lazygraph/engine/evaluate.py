@@ -184,7 +184,16 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
         )
         outcome = "off"
     else:
-        entry = engine.memory.get(key)
+        store = engine.memory
+        t = w.template  # a template remembers its entry while the store keeps it
+        c = t.cached if t is not None and key is w.key else None
+        if c is not None and c[0] is store and c[1] == store.generation:
+            entry = c[2]
+        else:
+            g = store.generation  # read first: a put between the two makes the pair stale, not wrong
+            entry = store.get(key)
+            if entry is not None and t is not None and key is w.key:
+                t.cached = (store, g, entry)
         program = None
         if entry is not None:  # entry.select(w.nodes), inline (the hit path)
             for v in entry.variants:
