@@ -41,7 +41,7 @@ _NO_DEVICE = frozenset({"frompyfunc", "vectorize", "fromfile", "load", "save", "
 #: ndarray attributes that hand out host memory (CuPy's `.data` is a device pointer; the rest
 #: CuPy's arrays lack)
 _HOST_ONLY = frozenset(
-    {"ctypes", "data", "tofile", "dump", "dumps", "__array_interface__", "__array_struct__"}
+    {"ctypes", "data", "tofile", "dump", "dumps", "setflags", "__array_interface__", "__array_struct__"}
 )
 #: functions that take host data on purpose: the explicit host -> device transfer
 _TRANSFERS = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray"})

@@ -80,7 +80,8 @@ def realize_kept(nodes: list[Node], keep: set[int], pmap: list[int], vals: list[
         if q >= 0:
             buf = vals[q]
             if buf is not None:
-                buf.setflags(write=False)  # cheaper than buf.flags.writeable = False
+                if isinstance(buf, np.ndarray):  # device arrays (CuPy's) have no flags to set
+                    buf.setflags(write=False)  # cheaper than buf.flags.writeable = False
                 realize(nodes[p], buf)
 
 
