@@ -182,8 +182,8 @@ def library(g: Graph) -> bool:
 def build_library(recipe: Recipe, artifacts: dict) -> Callable:
     """The producer as a library call of the graph's device (GEMM: into `out=` if given), then its epilogue in place.
 
-    The device is the backend the evaluation runs with (jit/backend: `active`): the CPU's, or a
-    device's, whose operands are copied in and value out where its memory is not the host's.
+    The device is the backend the evaluation runs with (jit/backend: `active`). Where its memory
+    is not the host's, the engine runs its own form of the step on device arrays instead.
     """
     d = recipe.data
     producer = str(d["producer"])
@@ -193,7 +193,9 @@ def build_library(recipe: Recipe, artifacts: dict) -> Callable:
         raise KeyError(f"library: no library call for {producer!r}")
     n_in, bias, relu = int(d["n_in"]), bool(d["bias"]), bool(d["relu"])
     if not backend.host_memory(be):
-        return _copying(be, producer, call, n_in, bias, relu)
+        # a device program replaces this step with its device form before it runs
+        # (lazygraph/engine/device_run.py: DeviceLibraryKernel), on the device's arrays
+        return _device_only(producer, be.name)
 
     def run(*inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
         if producer == "matmul":
@@ -213,16 +215,11 @@ def build_library(recipe: Recipe, artifacts: dict) -> Callable:
     return run
 
 
-def _copying(be: Any, producer: str, call: Callable, n_in: int, bias: bool, relu: bool) -> Callable:
-    """`build_library`'s step for a device whose memory is not the host's: copies in and out."""
-
-    def run(*inputs: Any, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
-        dev = [be.to_device(x) for x in inputs]
-        v = be.gemm(*dev[:n_in]) if producer == "matmul" else call(*dev[:n_in], exact=True, **attrs)
-        v = be.to_host(be.epilogue(v, dev[n_in] if bias else None, relu))
-        if out is None:
-            return v
-        np.copyto(out, v)
-        return out
+def _device_only(producer: str, device: str) -> Callable:
+    def run(*inputs: Any, out: Any = None, **attrs: Any) -> Any:
+        raise RuntimeError(
+            f"library: the {producer} step of a {device} program runs as the device's library "
+            "kernel (lazygraph/engine/device_run.py), not on host arrays"
+        )
 
     return run
