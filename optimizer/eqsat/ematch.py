@@ -12,10 +12,10 @@ its own and joins the matches on the variables and subterms they share (a hash j
 in distinct classes. So a rule matches every combination the e-graph represents, not only
 the graphs a driver draws from it.
 
-A match is checked exactly as the concrete matcher checks it (`TermMatcher._typed`: the
+A match is checked exactly as the concrete matcher checks it (`TermMatcher.typed`: the
 rule's conditions, `rank`, `kind`, `same_shape`, `groups`, and the source's and target's
 types, split positions included, at the matched shapes), then the target is built by the
-concrete matcher's own builder (`TermMatcher._build`) into a small `SGraph` whose leaves
+concrete matcher's own builder (`TermMatcher.build`) into a small `SGraph` whose leaves
 stand for the matched classes: each operator goes through `SGraph.add`, that is the
 operator's `infer`, so a target that does not type-check raises `RewriteError` and nothing
 enters the e-graph. The built nodes are added as e-nodes over the matched classes and each
@@ -210,7 +210,7 @@ class EMatcher:
         out = []
         view = _ClassNodes(eg)
         for e, g, roots in joined:
-            if self.term._typed(view, e):  # conditions and types, as the concrete matcher checks
+            if self.term.typed(view, e):  # conditions and types, as the concrete matcher checks
                 out.append(Match(e, roots, g))
                 if len(out) >= limit:
                     break
@@ -227,7 +227,7 @@ class EMatcher:
             place[c] = g._put(rep)
         env = {k: place[c] for k, c in m.env.items()}
         try:
-            made = self.term._build(g, env, tuple(place[c] for c in m.roots))
+            made = self.term.build(g, env, tuple(place[c] for c in m.roots))
         except RewriteError:
             return False  # the target does not type-check at these shapes: nothing enters
         back = {i: c for c, i in place.items()}
@@ -260,7 +260,7 @@ class EMatcher:
 
 
 class _ClassNodes:
-    """`sg.nodes[c]` for a class c: its representative e-node (what `_typed` reads: shape, dtype)."""
+    """`sg.nodes[c]` for a class c: its representative e-node (what `typed` reads: shape, dtype)."""
 
     def __init__(self, eg: EGraph) -> None:
         self.nodes = _Reps(eg)

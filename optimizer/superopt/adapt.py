@@ -133,11 +133,11 @@ class TermMatcher(Matcher):
                 return  # some source output has no node to match here
         for env in self._roots(ctx, 0, {}, ()):
             roots = env.pop("#roots")
-            yield from _maybe(rewrite(ctx.sg, self.name, lambda g, e=env, r=roots: self._build(g, e, r)))
+            yield from _maybe(rewrite(ctx.sg, self.name, lambda g, e=env, r=roots: self.build(g, e, r)))
 
     def _roots(self, ctx: Context, k: int, env: dict, roots: tuple) -> Iterator[dict]:
         if k == len(self.src.outputs):
-            if self._typed(ctx.sg, env):
+            if self.typed(ctx.sg, env):
                 yield {**env, "#roots": roots}
             return
         ref = self.src.outputs[k]
@@ -166,7 +166,7 @@ class TermMatcher(Matcher):
                     envs = [e2 for e in envs for e2 in self._match(ctx, r, c, e)]
                 yield from envs
 
-    def _typed(self, sg: SGraph, env: dict) -> bool:
+    def typed(self, sg: SGraph, env: dict) -> bool:
         """Conditions hold and the source's types (split positions too) are the matched shapes."""
         shapes = {v: sg.nodes[env[v]].shape for v in self.src.variables}
         pair = self.pair.types(shapes)
@@ -199,7 +199,8 @@ class TermMatcher(Matcher):
                     return False
         return True
 
-    def _build(self, g: SGraph, env: dict, roots: tuple) -> dict[int, int]:
+    def build(self, g: SGraph, env: dict, roots: tuple) -> dict[int, int]:
+        """The target built into `g` for match `env` at `roots` (also the e-matcher's builder): old -> new ids."""
         for key, i in env.items():  # a ReLU was recognized by its scalar's value: guard it
             n = g.nodes[i]
             if key.startswith("#") and n.op == "maximum":
