@@ -2,8 +2,8 @@
 
 `template.match` verifies a graph against a template with bulk operations over lists (one
 C-level pass each: inputs, local ids, leaves, distinctness), about 0.25 us per node warm and
-twice that on fresh nodes. A template used again gets a function written for its numbering
-alone, compiled once (`compile_matcher`), that does the same checks with local variables:
+twice that on fresh nodes. A template that has matched three times gets a function written for
+its numbering alone, compiled once (`compile_matcher`), doing the same checks on local variables:
 
 - per operation, from the roots down, one tuple unpacking of its inputs (`a, b = n7.inputs`):
   the arity is checked by the unpacking itself, an input reached for the first time lands in
@@ -11,7 +11,9 @@ alone, compiled once (`compile_matcher`), that does the same checks with local v
 - one tuple comparison of every operation's local id (an evaluated node has -2, a tuple or
   None: a node recorded without its id goes to the general match, which computes it);
 - one tuple comparison of the Python scalars' types;
-- the held buffers through `template.buffers_ok` (layout ids, static marks, memory aliasing);
+- the held buffers' memoized (static, id, owner): ids and static marks as two tuple comparisons,
+  owners as one set (`template.buffers_ok` when one differs, when memory is shared in the
+  template, or for three buffers or fewer);
 - one set over the slots that could hold the same node (the others cannot: every edge is
   compared, so two slots holding one node have equal local ids and equal inputs all the way
   down, which ends at a buffer with its own memory owner or at the template's distinct ones).
@@ -29,7 +31,8 @@ from cache.nodekey import TOKENS
 
 #: what a generated matcher returns when a node lacks its local id (the general match fills it)
 SLOW = object()
-#: graphs above this many slots keep the general match (compiling costs ~0.1 ms a node at 1000 nodes)
+#: graphs above this many slots keep the general match (compiling grows faster than the slots: 94 ms
+#: at 936)
 MAX_SLOTS = 1500
 
 
