@@ -218,6 +218,9 @@ def roots_hint(roots: Sequence[Node]) -> int | None:
         return None
 
 
+_ROOTS_HINT = roots_hint
+
+
 def find(roots: Sequence[Node]) -> tuple[int | None, Template | None, list[Node] | None]:
     """(roots' hint, the template this graph matches and its nodes by slot), or Nones.
 
@@ -225,7 +228,10 @@ def find(roots: Sequence[Node]) -> tuple[int | None, Template | None, list[Node]
     function call costs microseconds with the caches cold from the previous step's run.
     """
     hints = tuple(map(_HINT, roots))
-    h = roots_hint(roots) if None in hints else hash(hints)  # the same hash as roots_hint's
+    if None in hints or roots_hint is not _ROOTS_HINT:  # (tests replace roots_hint to force collisions)
+        h = roots_hint(roots)
+    else:
+        h = hash(hints)  # the same hash as roots_hint's
     found = _templates.get(h) if h is not None else None
     if found is None and h is not None and _templates:
         rehint(roots)  # hints from recording may predate evaluations of their inputs

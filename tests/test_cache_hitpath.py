@@ -12,6 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_cache_fuzz import inputs_for, programs, run
 
 import lazygraph as lg
 from cache import template
@@ -284,3 +287,32 @@ def test_a_template_forgets_its_entry_when_the_store_changes():
     before = lg.cache.stats(per_entry=False)["misses"]
     np.testing.assert_allclose(r.numpy(), base(A, B, np), rtol=1e-5)
     assert lg.cache.stats(per_entry=False)["misses"] == before + 1
+
+
+@settings(max_examples=10, deadline=None)
+@given(progs=st.lists(programs(), min_size=2, max_size=3), seed=st.integers(0, 99))
+def test_random_programs_through_compiled_matchers_get_the_full_walks_keys(progs, seed):
+    """Random programs under one forced hint, recorded until their templates compile, then run.
+
+    Every graph tries the others' compiled matchers first (at most 4 templates share a hint, so
+    up to 3 programs, recorded without evaluations in between).
+    """
+    template.clear()
+    real = template.roots_hint
+    template.roots_hint = lambda roots: 0
+    try:
+        with lg.settings.override(jit=False):
+            for _ in range(5):
+                for code, _ in progs:
+                    exact([a.node for a in run(lg, code, inputs_for(3, 4, seed), False)])
+            compiled_now = [t for ts in template._templates.values() for t in ts if t.fast is not None]
+            assert len(compiled_now) == len(
+                {exact([a.node for a in run(lg, c, inputs_for(3, 4, seed), False)]) for c, _ in progs}
+            )
+            for code, _ in progs:
+                inputs = inputs_for(3, 4, seed)
+                got = [np.array(v) for v in lg.eval(*run(lg, code, inputs, False))]
+                for g, w in zip(got, run(np, code, inputs, False)):
+                    np.testing.assert_allclose(g, np.asarray(w), rtol=2e-6, atol=1e-6, equal_nan=True)
+    finally:
+        template.roots_hint = real
