@@ -77,26 +77,13 @@ def matcher_source(
     lines = ["def match(R):"]
     seen: set[int] = set()
     temps = 0
-    checks: list[str] = []
-    targets = []
-    for r in roots:
-        if r in seen:
-            targets.append(f"t{temps}")
-            checks.append(f"t{temps} is not n{r}")
-            temps += 1
-        else:
-            seen.add(r)
-            targets.append(f"n{r}")
-    lines.append(f"    {', '.join(targets)}, = R")
-    if checks:
-        lines.append(f"    if {' or '.join(checks)}: return None")
-    for s in sorted(interior, reverse=True):  # consumers before their inputs: slots number inputs first
-        e = edges[s]
-        if not e:
-            lines.append(f"    if n{s}.inputs: return None")
-            continue
+
+    def unpack(source: str, slots: Sequence[int]) -> None:
+        # one tuple unpacking (it checks the arity too); a slot met before is bound to a
+        # temporary that must be that very node
+        nonlocal temps
         targets, checks = [], []
-        for j in e:
+        for j in slots:
             if j in seen:
                 targets.append(f"t{temps}")
                 checks.append(f"t{temps} is not n{j}")
@@ -104,9 +91,17 @@ def matcher_source(
             else:
                 seen.add(j)
                 targets.append(f"n{j}")
-        lines.append(f"    {', '.join(targets)}, = n{s}.inputs")
+        lines.append(f"    {', '.join(targets)}, = {source}")
         if checks:
             lines.append(f"    if {' or '.join(checks)}: return None")
+
+    unpack("R", roots)
+    for s in sorted(interior, reverse=True):  # consumers before their inputs: slots number inputs first
+        e = edges[s]
+        if not e:
+            lines.append(f"    if n{s}.inputs: return None")
+            continue
+        unpack(f"n{s}.inputs", e)
     if interior:
         kids = ", ".join(f"n{s}.kid" for s in interior)
         lines.append(f"    k = ({kids},)")
