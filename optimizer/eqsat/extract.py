@@ -51,22 +51,7 @@ class Choice:
 
 def constant_classes(eg: EGraph) -> set[int]:
     """Classes computable from weights, scalars and constants alone (folded: free)."""
-    const: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for c, idxs in eg.members.items():
-            if c in const:
-                continue
-            for idx in idxs:
-                n = eg.enodes[idx].node
-                if n.op in ("weight", "scalar", "const") or (
-                    not n.leaf and all(ch in const for ch in eg.children(idx))
-                ):
-                    const.add(c)
-                    changed = True
-                    break
-    return const
+    return set(constant_picks(eg))
 
 
 def constant_picks(eg: EGraph) -> dict[int, int]:
