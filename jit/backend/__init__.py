@@ -13,7 +13,9 @@ arrays on "cuda-emulated") that the engine keeps on the device between steps.
 `count_transfer` is how every backend's `to_device` and `to_host` account for a copy between
 host and device memory; `transfers()` reads the counters (tests check that a device-resident
 program copies its leaves once and nothing per step), `host_steps()` the steps that had to run
-on the host (each a counted round trip).
+on the host (each a counted round trip). `count_allocation` accounts a device buffer a backend
+allocated (fresh device memory, not a view), read back with `allocations()`: tests show that a
+device program reuses its buffers on warm runs.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ __all__ = [
     "active",
     "active_name",
     "available",
+    "allocations",
+    "count_allocation",
     "count_host_step",
     "count_transfer",
     "get",
@@ -53,6 +57,24 @@ __all__ = [
     "running",
     "transfers",
 ]
+
+#: (backend name, "count" | "bytes") -> device buffers allocated so far, and their bytes
+_ALLOCATIONS: dict[tuple[str, str], int] = {}
+_alloc_lock = threading.Lock()
+
+
+def count_allocation(name: str, nbytes: int) -> None:
+    """Account one fresh buffer of `nbytes` allocated in device `name`'s memory."""
+    with _alloc_lock:
+        _ALLOCATIONS[(name, "count")] = _ALLOCATIONS.get((name, "count"), 0) + 1
+        _ALLOCATIONS[(name, "bytes")] = _ALLOCATIONS.get((name, "bytes"), 0) + int(nbytes)
+
+
+def allocations(name: str) -> dict:
+    """Device buffers allocated so far on device `name`: {"count": n, "bytes": b}."""
+    with _alloc_lock:
+        return {k: _ALLOCATIONS.get((name, k), 0) for k in ("count", "bytes")}
+
 
 #: name -> "module:Class" (imported on first use) or a factory
 _FACTORIES: dict[str, str | Callable[[], Backend]] = {

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from jit import nvrtc, window_cuda_calls
-from jit.backend import count_transfer
+from jit.backend import count_allocation, count_transfer
 from jit.runtime import Backend, Binary, Program, ScalarSlots
 from ops.conv import out_hw
 
@@ -94,8 +94,11 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
 
     # -- allocator ------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-        """cupy.empty."""
-        return _rt().empty(shape, dtype)
+        """cupy.empty, counted (`jit.backend.allocations`: the engine's own allocations; CuPy's
+        functions allocate through its memory pool uncounted)."""
+        v = _rt().empty(shape, dtype)
+        count_allocation(self.name, v.nbytes)
+        return v
 
     def to_device(self, host: Any) -> Any:
         """cupy.asarray (a copy to the device, counted, unless `host` is a CuPy array already)."""
@@ -103,6 +106,7 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
             return host
         v = _rt().to_device(host)
         count_transfer(self.name, "to_device", v.nbytes)
+        count_allocation(self.name, v.nbytes)
         return v
 
     def to_host(self, x: Any) -> np.ndarray:

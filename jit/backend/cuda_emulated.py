@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from jit import c_program, compile_c, store, window_cuda_calls
-from jit.backend import count_transfer
+from jit.backend import count_allocation, count_transfer
 from jit.backend.cpu import CpuBackend
 from jit.backend.emulated_array import EmulatedDeviceArray, emulated_namespace
 from jit.compile_c import CompileError
@@ -331,8 +331,10 @@ class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
 
     # -- allocator: device arrays over host memory, with CuPy's rules ----------------------
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> EmulatedDeviceArray:
-        """An uninitialised device array (cupy.empty)."""
-        return EmulatedDeviceArray(np.empty(shape, dtype=dtype))
+        """An uninitialised device array (cupy.empty), counted (`jit.backend.allocations`)."""
+        data = np.empty(shape, dtype=dtype)
+        count_allocation(self.name, data.nbytes)
+        return EmulatedDeviceArray(data)
 
     def to_device(self, host: Any) -> EmulatedDeviceArray:
         """A device copy of host data, counted (cupy.asarray); a device array as it is."""
@@ -340,6 +342,7 @@ class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
             return host
         data = np.array(host, copy=True)
         count_transfer(self.name, "to_device", data.nbytes)
+        count_allocation(self.name, data.nbytes)
         return EmulatedDeviceArray(data)
 
     def to_host(self, x: Any) -> np.ndarray:
@@ -373,7 +376,11 @@ class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
         """cupy.ascontiguousarray (no copy for a C-contiguous array)."""
         data = _raw(x)
         c = np.ascontiguousarray(data)
-        return x if c is data and type(x) is EmulatedDeviceArray else EmulatedDeviceArray(c)
+        if c is data and type(x) is EmulatedDeviceArray:
+            return x
+        if c is not data:
+            count_allocation(self.name, c.nbytes)
+        return EmulatedDeviceArray(c)
 
     def copyto(self, dst: Any, src: Any) -> None:
         """cupy.copyto between device arrays."""
@@ -383,7 +390,10 @@ class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
     def gemm(self, a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False, out: Any = None) -> Any:
         """cupy.matmul's place: NumPy's matmul on the device arrays' memory, a device array back."""
         v = CpuBackend.gemm(self, _raw(a), _raw(b), trans_a=trans_a, trans_b=trans_b, out=_raw_out(out))
-        return out if out is not None else EmulatedDeviceArray(v)
+        if out is not None:
+            return out
+        count_allocation(self.name, v.nbytes)
+        return EmulatedDeviceArray(v)
 
     def epilogue(self, y: Any, bias: Any = None, relu: bool = False) -> Any:
         """In place on the device array: y += bias, then y = max(y, 0)."""

@@ -36,6 +36,11 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
+from jit.backend import count_allocation
+
+#: the device whose allocations these arrays count
+NAME = "cuda-emulated"
+
 #: NumPy functions no device namespace has (host Python objects per element)
 _NO_DEVICE = frozenset({"frompyfunc", "vectorize", "fromfile", "load", "save", "loadtxt", "savetxt"})
 #: ndarray attributes that hand out host memory (CuPy's `.data` is a device pointer; the rest
@@ -72,27 +77,61 @@ def unwrap(value: Any, where: str, allow_host: bool = False) -> Any:
     return value
 
 
-def wrap(value: Any) -> Any:
-    """Device arrays for every array (and NumPy scalar) in a result, as CuPy returns them."""
+def wrap(value: Any, seen: set | None = None) -> Any:
+    """Device arrays for every array (and NumPy scalar) in a result, as CuPy returns them.
+
+    `seen`: ids of the host arrays behind the call's operands; an array in the result that owns
+    its memory and is none of them is fresh device memory, counted (`jit.backend.allocations`).
+    """
     if isinstance(value, np.ndarray):
         if value.dtype.kind == "O":
             raise TypeError("object dtype has no device equivalent")
+        if seen is not None and value.base is None and id(value) not in seen:
+            count_allocation(NAME, value.nbytes)
         return EmulatedDeviceArray(value)
     if isinstance(value, np.generic):
+        if seen is not None:
+            count_allocation(NAME, value.nbytes)
         return EmulatedDeviceArray(np.asarray(value))
     if isinstance(value, tuple):
-        items = [wrap(v) for v in value]
+        items = [wrap(v, seen) for v in value]
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     if isinstance(value, list):
-        return [wrap(v) for v in value]
+        return [wrap(v, seen) for v in value]
     return value
 
 
-def _device_call(fn: Callable, where: str, allow_host: bool = False) -> Callable:
-    """`fn` taking and returning device arrays (host arrays refused unless a transfer)."""
+def _ids(value: Any, acc: set) -> set:
+    """The ids of the host arrays in an unwrapped argument (what a result may hand back)."""
+    if isinstance(value, np.ndarray):
+        acc.add(id(value))
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _ids(v, acc)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _ids(v, acc)
+    return acc
+
+
+def _given_out(kwargs: dict) -> Any:
+    """The device array(s) a call was told to write into (`out=`), returned as CuPy returns them."""
+    out = kwargs.get("out")
+    if isinstance(out, tuple) and len(out) == 1:
+        out = out[0]
+    return out if isinstance(out, EmulatedDeviceArray) else None
+
+
+def _device_call(fn: Callable, where: str, allow_host: bool = False, holder: Any = None) -> Callable:
+    """`fn` taking and returning device arrays (host arrays refused unless a transfer).
+
+    `holder`: the host array whose method `fn` is (a result that is it is not fresh memory)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        return wrap(fn(*unwrap(args, where, allow_host), **unwrap(kwargs, where, allow_host)))
+        a, k = unwrap(args, where, allow_host), unwrap(kwargs, where, allow_host)
+        result = fn(*a, **k)
+        given = _given_out(kwargs)
+        return given if given is not None else wrap(result, _ids(k, _ids(a, {id(holder)})))
 
     call.__name__ = getattr(fn, "__name__", where)
     call.__doc__ = getattr(fn, "__doc__", None)
@@ -128,16 +167,21 @@ class EmulatedDeviceArray(NDArrayOperatorsMixin):
     # --- the dispatch protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         where = f"{ufunc.__name__}.{method}" if method != "__call__" else ufunc.__name__
-        result = getattr(ufunc, method)(*unwrap(inputs, where), **unwrap(kwargs, where))
+        a, k = unwrap(inputs, where), unwrap(kwargs, where)
+        result = getattr(ufunc, method)(*a, **k)
         if method == "at":
             return None
-        return wrap(result)
+        given = _given_out(kwargs)
+        return given if given is not None else wrap(result, _ids(k, _ids(a, set())))
 
     def __array_function__(self, func: Callable, types_: tuple, args: tuple, kwargs: dict) -> Any:
         where = getattr(func, "__name__", "function")
         if where in _NO_DEVICE:
             return NotImplemented
-        return wrap(func(*unwrap(args, where), **unwrap(kwargs, where)))
+        a, k = unwrap(args, where), unwrap(kwargs, where)
+        result = func(*a, **k)
+        given = _given_out(kwargs)
+        return given if given is not None else wrap(result, _ids(k, _ids(a, set())))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(
@@ -199,7 +243,7 @@ class EmulatedDeviceArray(NDArrayOperatorsMixin):
             raise AttributeError(f"emulated device array has no {name!r} (host memory)")
         attr = getattr(self._data, name)
         if callable(attr):
-            call = _device_call(attr, f"ndarray.{name}")
+            call = _device_call(attr, f"ndarray.{name}", holder=self._data)
             return lambda *a, **k: self._view(call(*a, **k))  # reshape, view, ...: views of self
         return wrap(attr)
 
@@ -235,7 +279,8 @@ class EmulatedDeviceArray(NDArrayOperatorsMixin):
             yield self[i]
 
     def __getitem__(self, key: Any) -> Any:
-        return self._view(wrap(self._data[unwrap(key, "__getitem__")]))
+        k = unwrap(key, "__getitem__")
+        return self._view(wrap(self._data[k], _ids(k, {id(self._data)})))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._data[unwrap(key, "__setitem__")] = unwrap(value, "__setitem__")
@@ -254,7 +299,10 @@ class _Ufunc:
             setattr(self, method, _device_call(getattr(ufunc, method), f"{ufunc.__name__}.{method}"))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return wrap(self._ufunc(*unwrap(args, self.__name__), **unwrap(kwargs, self.__name__)))
+        a, k = unwrap(args, self.__name__), unwrap(kwargs, self.__name__)
+        result = self._ufunc(*a, **k)
+        given = _given_out(kwargs)
+        return given if given is not None else wrap(result, _ids(k, _ids(a, set())))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ufunc, name)  # nin, nout, identity, types, ...
