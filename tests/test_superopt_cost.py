@@ -115,3 +115,25 @@ def test_corrupt_or_foreign_cost_files_are_ignored(tmp_path, content) -> None:
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="analytic, measured or unit"):
         CostModel("guess")
+
+
+def test_a_stored_calibration_is_what_the_analytic_model_uses(tmp_path) -> None:
+    """Calibrated constants are measured, stored under the machine tag and read back by analytic
+    models; without a store the built-in constants stand (the same costs on every machine)."""
+    path = tmp_path / "costs.json"
+    plain = CostModel(path=path)
+    assert not plain.calibrated and (plain.flops, plain.bandwidth) == (2.0e10, 5.0e9)
+    m = CostModel(path=path)
+    m.calibrate(plan_step=7e-6)
+    assert m.calibrated and m.flops > 0 and m.bandwidth > 0 and m.overhead > 7e-6
+    m.save()
+    again = CostModel(path=path)
+    assert again.calibrated
+    assert (again.flops, again.bandwidth, again.overhead) == (m.flops, m.bandwidth, m.overhead)
+    sg, _ = conv_relu(bias=False)
+    assert again.graph_cost(sg) == pytest.approx(m.graph_cost(sg))
+    # a measured model saving its times keeps the stored calibration
+    measured = CostModel("measured", path=path)
+    measured.op_time(*conv_relu(bias=False))
+    measured.save()
+    assert CostModel(path=path).overhead == m.overhead
