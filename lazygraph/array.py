@@ -513,6 +513,10 @@ class Array:
                 sig = _lean_setitem(self, view, value)
                 if sig is True:
                     return
+            elif type(key) is Array:
+                hook = DEFERRED[1]
+                if hook is not None and hook(self, key, value):
+                    return  # `y[mask] = v` recorded as y's new value `where(mask, v, y)` (masked.py)
         self._setitem(key, value)
         if sig is not None:
             writes.remember(sig)  # the checks passed: this signature takes the lean path from now on
@@ -567,6 +571,16 @@ class Array:
                 # NumPy: one element by integers is a scalar, i.e. a copy (`s = x[1, 2]; s += 1`)
                 base = self._storage.node
                 return Scalar(Storage(base if not base.shape else writes.view_node(base, view)))
+        if type(key) is Array:
+            hook = DEFERRED[0]
+            if hook is not None:
+                out = hook(self, key)
+                if out is not None:
+                    return out  # `x[mask]` deferred until its count is needed (masked.py)
+        return self._getitem(key)
+
+    def _getitem(self, key: Any) -> Array:
+        """`self[key]` by the general path: a view, or a gather (a boolean mask is evaluated)."""
         basic, template, operands = parse_index(self, key, "getitem", Array)
         if template is None:
             items = key if isinstance(key, tuple) else (key,)
@@ -591,6 +605,12 @@ class Scalar(Array):
 
     def _inplace(self, op: str, other: Any) -> Array:
         return record_binary(op, self, other)
+
+
+#: hooks of deferred boolean-mask selections, set by lazygraph/masked.py (which sits above
+#: this module): [select(x, mask) -> Array | None, assign(y, mask, value) -> bool]. None of
+#: them set: every `x[mask]` is gathered at once, as NumPy does.
+DEFERRED: list = [None, None]
 
 
 # -- the lean recording path ------------------------------------------------------------------
