@@ -30,6 +30,10 @@ recording and alternates the timed rounds over all of them, then prints a table 
 CPU speedup per model and search with `result: <search>_cpu_speedup_geomean` lines. A loaded
 machine penalizes the larger GEMMs that merged matmuls make (multi-threaded BLAS waits for
 descheduled threads): `--blas-threads 1` measures the graphs rather than the machine's load.
+`--calibrate` measures the cost model's constants on this machine and stores them (the
+analytic model uses them from then on; without it, the built-in guess). Each model's row is
+followed by the cost model's predicted milliseconds beside the measured ones and the plan
+loop's cost per step, so the model's error can be read off per model.
 """
 
 from __future__ import annotations
@@ -256,6 +260,16 @@ def model_part(
                 print(
                     f"  WARNING: {name} optimized by {search} differs from the plain one by {err:.2e} (relative)"
                 )
+        # the cost model's prediction beside the measurement (absolute: seconds per run), and
+        # the plan loop's cost per step (run minimum less the kernels' per-step minima)
+        pmin, psteps = min(times["plain"]), sum(steps["plain"].values())
+        for search in searches:
+            last = lasts[search]
+            rows[search]["model_plain_ms"] = last.get("start", 0.0) * 1e3
+            rows[search]["model_opt_ms"] = last.get("cost", 0.0) * 1e3
+            rows[search]["min_ms"] = min(times[search]) * 1e3
+            rows[search]["steps_ms"] = sum(steps[search].values()) * 1e3
+        loop = (pmin - psteps) / max(len(plans["plain"].steps), 1)
         r = rows[searches[0]]
         rules = ", ".join(f"{k} x{v}" for k, v in sorted(r["rules"].items()))
         rules = rules or ("-" if r["searched"] else "(not searched)")
@@ -264,21 +278,32 @@ def model_part(
             f"{r['search']:8.2f} {plain * 1e3:9.1f} {r['opt_ms']:8.1f} {r['cpu']:6.3f} {r['min']:6.3f} "
             f"{r['step']:6.3f} {len(times[searches[0]]):4d} {ANCHORS[name]:>8}"
         )
+        print(
+            f"  cost model: plain {r['model_plain_ms']:.2f} ms, {searches[0]} {r['model_opt_ms']:.2f} ms; "
+            f"measured minima {pmin * 1e3:.2f} / {r['min_ms']:.2f} ms, step sums {psteps * 1e3:.2f} / "
+            f"{r['steps_ms']:.2f} ms; plan loop {loop * 1e6:.1f} us/step"
+        )
         out[name] = r
         per_search[name] = rows
     if len(searches) > 1:
-        print("\n== measured CPU speedup per search (same rounds; cost x / CPU x / step x) ==")
-        print(f"{'model':13} " + " ".join(f"{s:>22}" for s in searches))
+        print(
+            "\n== measured CPU speedup per search (same rounds; cost x / CPU x / min x / step x; "
+            "model ms: the cost model's optimized graph / measured minimum) =="
+        )
+        print(f"{'model':13} " + " ".join(f"{s:>43}" for s in searches))
         for name, rows in per_search.items():
             cells = [
-                f"{rows[s]['cost']:6.3f} {rows[s]['cpu']:6.3f} {rows[s]['step']:6.3f}".rjust(22)
+                f"{rows[s]['cost']:6.3f} {rows[s]['cpu']:6.3f} {rows[s]['min']:6.3f} {rows[s]['step']:6.3f} "
+                f"{rows[s]['model_opt_ms']:7.2f}/{rows[s]['min_ms']:7.2f}".rjust(43)
                 for s in searches
             ]
             print(f"{name:13} " + " ".join(cells))
         for s in searches:
             cpu = statistics.geometric_mean([rows[s]["cpu"] for rows in per_search.values()])
             step = statistics.geometric_mean([rows[s]["step"] for rows in per_search.values()])
+            mins = statistics.geometric_mean([rows[s]["min"] for rows in per_search.values()])
             print(f"result: {s}_cpu_speedup_geomean = {cpu:.3f}")
+            print(f"result: {s}_cpu_speedup_of_minima_geomean = {mins:.3f}")
             print(f"result: {s}_cpu_speedup_of_step_minima_geomean = {step:.3f}")
     return out
 
@@ -427,6 +452,12 @@ def main() -> None:
         default=None,
         help="BLAS threads (on a loaded machine a multi-threaded GEMM waits for a descheduled thread)",
     )
+    ap.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure the cost model's constants here and store them (superopt_costs.json in the "
+        "cache directory): the analytic and measured models use them from then on",
+    )
     a = ap.parse_args()
     reps = a.reps or (3 if a.quick else 7)
     seconds = a.seconds or (1.5 if a.quick else 20.0)
@@ -434,6 +465,18 @@ def main() -> None:
     cost = a.cost or "analytic"
     blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
     print(f"bench_superopt: {os.cpu_count()} cores, BLAS threads {blas} (shared machine: timings are noisy)")
+    from optimizer.superopt.cost import CostModel
+
+    if a.calibrate:
+        cm = CostModel()
+        cm.calibrate()
+        cm.save()
+    cm = CostModel()
+    state = "calibrated here" if cm.calibrated else "built-in, not calibrated"
+    print(
+        f"cost model constants ({state}): GEMM {cm.flops / 1e9:.1f} GFLOP/s, bandwidth "
+        f"{cm.bandwidth / 1e9:.1f} GB/s, overhead {cm.overhead * 1e6:.2f} us per step"
+    )
     library_part(a.generate, a.quick)
     if not a.no_searches:
         # --quick: the three models where the searches differ, 0.5 s each (the minute's budget)

@@ -225,9 +225,10 @@ class Saturation:
         if fused != costs:
             choices.append(greedy(self.eg, fused))
         if method == "ilp":
-            # the ILP under the plain linear costs, then (when they differ) under the costs
-            # that credit fusion, each warm-started by its greedy; the full model picks below
-            runs = [(costs, choices[0])] + ([(fused, choices[1])] if fused != costs else [])
+            # the ILP under the costs that credit fusion (when they differ from the plain
+            # linear costs: the better guide to the full model, so first when time is short),
+            # then under the plain ones, each warm-started by its greedy; the full model picks
+            runs = ([(fused, choices[1])] if fused != costs else []) + [(costs, choices[0])]
             for k, (cs, start) in enumerate(runs):
                 left = (seconds - (time.perf_counter() - t0)) / (len(runs) - k)
                 exact = ilp(self.eg, cs, max(0.05, left), start=start)
