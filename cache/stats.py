@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from cache.store import Entry
 
 #: rows of history kept for plots; when full, neighbouring rows merge (constant memory)
 HISTORY_ROWS = 2048
+#: queued hits accounted at once when nobody reads the figures (bounded memory: the queue holds entries)
+QUEUE_LIMIT = 256
 
 
 class History:
@@ -72,19 +75,24 @@ class Stats:
             self._reset()
 
     def _reset(self) -> None:
+        if hasattr(self, "_queue"):
+            self._flush()  # the entries keep their own counts
         self.started = time.time()
-        self.hits = 0
+        self.perf_started = time.perf_counter()  # the history's clock (cheaper to read than time())
+        self._hits = 0
         self.misses = 0
         self.disk_hits = 0
         self.uncached = 0  # evaluations with caching off (LAZYGRAPH_CACHE=0 or an uncacheable graph)
         self.disk_writes = 0
         self.corrupt = 0
-        self.hash_seconds = 0.0
-        self.replay_seconds = 0.0
+        self._hash_seconds = 0.0
+        self._replay_seconds = 0.0
         self.optimize_seconds = 0.0
-        self.run_seconds = 0.0
-        self.used: dict[str, Entry] = {}
-        self.history = History()
+        self._run_seconds = 0.0
+        self._used: dict[str, Entry] = {}
+        self._history = History()
+        #: hits not accounted yet (see `hit`); a new deque: a hit racing the reset lands in the old one
+        self._queue: deque = deque()
         # metered evaluations (see lazygraph/engine/meter.py): peaks in bytes, reuse counts
         self.metered = 0
         self.peak_predicted = 0
@@ -116,11 +124,12 @@ class Stats:
     def _record(
         self, outcome: str, entry: Entry | None, hash_s: float, prep_s: float, run_s: float, n: int
     ) -> None:
-        self.hash_seconds += hash_s
-        self.run_seconds += run_s
+        self._flush()  # the queued hits came first (the history keeps the order)
+        self._hash_seconds += hash_s
+        self._run_seconds += run_s
         if outcome == "hit" or outcome == "disk":
-            self.hits += 1
-            self.replay_seconds += prep_s
+            self._hits += 1
+            self._replay_seconds += prep_s
             if outcome == "disk":
                 self.disk_hits += 1
         else:
@@ -131,14 +140,97 @@ class Stats:
                 self.uncached += 1
         hit = outcome == "hit" or outcome == "disk"
         if entry is not None:
-            self.used[entry.digest] = entry
+            self._used[entry.digest] = entry
             entry.last_used = time.perf_counter()
             if hit:
                 entry.hits += 1
                 entry.replay_seconds += prep_s
-        self.history.add(
-            time.time() - self.started, hit, hash_s, prep_s if hit else 0.0, 0.0 if hit else prep_s, run_s, n
+        self._history.add(
+            time.perf_counter() - self.perf_started,
+            hit,
+            hash_s,
+            prep_s if hit else 0.0,
+            0.0 if hit else prep_s,
+            run_s,
+            n,
         )
+
+    def hit(self, entry: Entry, hash_s: float, prep_s: float, run_s: float, n: int, now: float) -> None:
+        """Account a warm hit (`now`: its perf_counter): queued, accounted by the next reader.
+
+        Every warm evaluation comes here, so a hit costs one append to a deque (atomic: no lock
+        taken); every figure read through this object, `MemoryStore.entries` and `record`
+        account the queue first, so no reader sees a hit missing and none is lost.
+        """
+        q = self._queue
+        q.append((entry, hash_s, prep_s, run_s, n, now))
+        if len(q) >= QUEUE_LIMIT:
+            self.flush()
+
+    def flush(self) -> None:
+        """Account the queued hits (in their order)."""
+        if self._queue:
+            with self.lock:
+                self._flush()
+
+    def _flush(self) -> None:
+        q, history, origin = self._queue, self._history, self.perf_started
+        used = self._used
+        pop = q.popleft
+        while q:
+            try:
+                entry, hash_s, prep_s, run_s, n, now = pop()
+            except IndexError:  # another thread took the last one
+                break
+            self._hits += 1
+            self._hash_seconds += hash_s
+            self._replay_seconds += prep_s
+            self._run_seconds += run_s
+            used[entry.digest] = entry
+            entry.last_used = now
+            entry.hits += 1
+            entry.replay_seconds += prep_s
+            history.add(now - origin, True, hash_s, prep_s, 0.0, run_s, n)
+
+    @property
+    def hits(self) -> int:
+        """Evaluations that found their program (in memory or on disk)."""
+        self.flush()
+        return self._hits
+
+    @property
+    def hash_seconds(self) -> float:
+        """Seconds spent keying graphs."""
+        self.flush()
+        return self._hash_seconds
+
+    @property
+    def replay_seconds(self) -> float:
+        """Seconds spent preparing hits."""
+        self.flush()
+        return self._replay_seconds
+
+    @property
+    def run_seconds(self) -> float:
+        """Seconds spent running programs."""
+        self.flush()
+        return self._run_seconds
+
+    @property
+    def used(self) -> dict[str, Entry]:
+        """The entries evaluations used, by digest."""
+        self.flush()
+        return self._used
+
+    @property
+    def history(self) -> History:
+        """The per-evaluation history."""
+        self.flush()
+        return self._history
+
+    def activity(self) -> int:
+        """Evaluations so far, without locking or accounting the queue (a hint for idle detection)."""
+        return self._hits + len(self._queue) + self.misses + self.uncached
 
     def summary(self, per_entry: bool = True) -> dict[str, Any]:
         """The figures `lg.cache.stats()` returns."""
@@ -146,17 +238,18 @@ class Stats:
             return self._summary(per_entry)
 
     def _summary(self, per_entry: bool) -> dict[str, Any]:
-        looked_up = self.hits + self.misses
+        self._flush()
+        looked_up = self._hits + self.misses
         out: dict[str, Any] = {
-            "hits": self.hits,
+            "hits": self._hits,
             "misses": self.misses,
-            "hit_rate": self.hits / looked_up if looked_up else 0.0,
-            "distinct_graphs": len(self.used),
+            "hit_rate": self._hits / looked_up if looked_up else 0.0,
+            "distinct_graphs": len(self._used),
             "optimize_seconds": self.optimize_seconds,
-            "replay_seconds": self.replay_seconds,
-            "hash_seconds": self.hash_seconds,
-            "run_seconds": self.run_seconds,
-            "evaluations": self.hits + self.misses + self.uncached,
+            "replay_seconds": self._replay_seconds,
+            "hash_seconds": self._hash_seconds,
+            "run_seconds": self._run_seconds,
+            "evaluations": self._hits + self.misses + self.uncached,
             "uncached": self.uncached,
             "disk_hits": self.disk_hits,
             "disk_writes": self.disk_writes,
@@ -169,10 +262,11 @@ class Stats:
             "inplace_writes": self.inplace_writes,
         }
         if per_entry:
-            out["entries"] = [e.summary() for e in self.used.values()]
+            out["entries"] = [e.summary() for e in self._used.values()]
         return out
 
     def history_rows(self) -> list[list]:
         """The history as JSON-ready rows (see `History`)."""
         with self.lock:
-            return [list(r) for r in self.history.all_rows()]
+            self._flush()
+            return [list(r) for r in self._history.all_rows()]

@@ -166,6 +166,9 @@ class MemoryStore:
         self._lock = threading.RLock()
         #: changes whenever an entry may have left or been replaced (templates remember entries)
         self.generation = 0
+        #: called before entries are listed: the engine's statistics account their queued hits
+        #: (the entries' counts and last uses) there (cache/stats.py `Stats.hit`)
+        self.before_listing: Callable[[], None] | None = None
 
     def get(self, key: Key) -> Entry | None:
         """The entry for exactly this key."""
@@ -207,6 +210,8 @@ class MemoryStore:
 
     def entries(self) -> list[Entry]:
         """All entries, in insertion order per bucket."""
+        if self.before_listing is not None:
+            self.before_listing()
         with self._lock:
             return [e for bucket in self._buckets.values() for e in bucket]
 

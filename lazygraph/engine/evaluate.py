@@ -43,6 +43,34 @@ _LIMBO = threading._limbo  # type: ignore[attr-defined]
 _OUTCOME = {"hit": "hit", "disk": "disk hit", "miss": "miss", "off": "uncached"}
 
 
+# NumPy's floating-point error state is a context variable (`np.errstate` sets it): the run
+# sets it directly to a state derived once per current state, as `errstate.__enter__` would
+# derive it on every run (about a microsecond a run)
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _EXTOBJ
+    from numpy._core._ufunc_config import _make_extobj
+except ImportError:  # another NumPy: the public context manager
+    _EXTOBJ = None
+_IGNORING: dict[Any, Any] = {}  # the current state -> the same with every error ignored
+
+
+def _quiet() -> Any:
+    """Ignore floating-point errors in the kernels (as eager NumPy code under errstate would);
+    returns what the caller resets."""
+    if _EXTOBJ is None:
+        es = np.errstate(all="ignore")
+        es.__enter__()
+        return es
+    current = _EXTOBJ.get()
+    quiet = _IGNORING.get(current)
+    if quiet is None:
+        quiet = _make_extobj(all="ignore")  # from the current state: its buffer size and callback
+        if len(_IGNORING) > 64:
+            _IGNORING.clear()
+        _IGNORING[current] = quiet
+    return _EXTOBJ.set(quiet)
+
+
 def schedule(roots: Sequence[Node]) -> list[Node]:
     """Unevaluated nodes reachable from `roots`, inputs before consumers (the key's order)."""
     w = walk(roots)
@@ -220,16 +248,19 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
         keep = memoized(w)
         if compiler.partial(program):  # a time-boxed structure came back: finish it (tiered.py)
             tiered.finish_later(engine, entry, program, w, keep, opt, sched, mode)
-    keepq = compiler.keep_slots(program, keep)
-    fkeep = frozenset(keepq)
-    layout = program.layouts.get(fkeep)
+    _, keepq, fkeep, layout, lean = program.plan(keep)  # memoized per keep set and layout
     # runs are metered until a layout is learnt for these kept values, and when asked for
     meter = Meter() if verbose >= 1 or SETTINGS.measure or layout is None else None
-    with np.errstate(all="ignore"):
-        if meter is None and verbose < 2:
-            vals = program.run(w.nodes, keepq, layout)
-        else:
+    token = _quiet()
+    try:
+        if meter is not None or verbose >= 2:
             vals = program.run_observed(w.nodes, keepq, layout, meter, _trace if verbose >= 2 else None)
+        elif lean is not None:
+            vals = program.run_lean(w.nodes, lean)
+        else:
+            vals = program.run(w.nodes, keepq, layout)
+    finally:
+        _EXTOBJ.reset(token) if _EXTOBJ is not None else token.__exit__(None, None, None)
     attempt.done = (keep, vals)
     if meter is not None:
         _account(engine, program, w.nodes, keepq, fkeep, layout, meter)
@@ -237,7 +268,10 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     t3 = time.perf_counter()
     prep = t2 - t1
     # also stamps the entry's use and, on a hit, its hit count (under the statistics' lock)
-    engine.stats.record(outcome, entry, t1 - t0, prep, t3 - t2, len(w.nodes))
+    if outcome == "hit":
+        engine.stats.hit(entry, t1 - t0, prep, t3 - t2, len(w.nodes), t3)
+    else:
+        engine.stats.record(outcome, entry, t1 - t0, prep, t3 - t2, len(w.nodes))
     number = debug.TOTALS.count(len(program.steps))
     if verbose >= 1:
         digest = f" {entry.digest[:8]}" if entry is not None else ""

@@ -35,6 +35,7 @@ from lazygraph.engine.inplace import _assign_in_place  # noqa: F401  (tests impo
 from lazygraph.engine.kernels import FunctionKernel, Kernel, OpKernel  # noqa: F401  (imported from here)
 from lazygraph.engine.meter import Layout, Meter, owner
 from ops.base import REGISTRY
+from ops.declare import Elementwise
 from ops.node import Node
 
 
@@ -81,6 +82,7 @@ class Program:
         "layouts",
         "memory",
         "device",
+        "hot",
     )
 
     def __init__(self, tg: TransformationGraph, tokens: tuple, kernel_for: Callable[[Recipe, dict], Kernel]):
@@ -170,6 +172,73 @@ class Program:
             (s.kernel.run, s.ins, s.outs[0], s.src, s.recover, s.dies, s.more) for s in self.steps
         ]
         self.layouts = {}  # a layout names the steps that write into its buffers
+        #: the last `plan`: the hit path's keep-dependent work, done once per keep set and layout
+        self.hot: tuple | None = None
+
+    def plan(self, keep: set[int]) -> tuple:
+        """(P keep, Q keep slots, their frozenset, the learnt layout, lean loop or None) for `keep`.
+
+        Memoized for the last keep set (a loop evaluates the same outputs each time) and
+        rebuilt when a layout is learnt or replaced for it; `refresh` forgets it.
+        """
+        hot = self.hot
+        if hot is not None and hot[0] == keep and self.layouts.get(hot[2]) is hot[3]:
+            return hot
+        pmap = self.pmap
+        keepq = {q for q in (pmap[p] for p in keep) if q >= 0}
+        fkeep = frozenset(keepq)
+        layout = self.layouts.get(fkeep)
+        hot = self.hot = (frozenset(keep), keepq, fkeep, layout, self._lean(keepq, layout))
+        return hot
+
+    def _lean(self, keep: set[int], layout: Layout | None) -> list | None:
+        """`_run`'s steps for `run_lean` when none needs more than a call (None otherwise).
+
+        A lean step writes into no planned or evaluated buffer and computes one value; an
+        operator that is a bare NumPy function is called directly (its kernel only forwards).
+        """
+        if self.device is not None or layout is None or any(b >= 0 for b in layout.take) or any(layout.give):
+            return None
+        lean = []
+        for i, (fn, ins, out, src, recover, dies, more) in enumerate(self.program):
+            if more is not None or self.leaf_write[i] is not None or (self.inplace[i] and ins[0] not in keep):
+                return None
+            kernel = self.steps[i].kernel
+            if type(kernel) is OpKernel and type(kernel.op).kernel is Elementwise.kernel:
+                fn = kernel.op.fn
+            lean.append((fn, ins, len(ins), out, src, recover, tuple(d for d in dies if d not in keep), i))
+        return lean
+
+    def run_lean(self, nodes: list[Node], lean: list) -> list[Any]:
+        """`run` for a plan whose steps are plain calls (`_lean`): the same checks, fewer branches."""
+        vals: list[Any] = [None] * self.size
+        for q, p in self.leaves:
+            vals[q] = nodes[p].buffer
+        for fn, ins, n, out, src, recover, dies, i in lean:
+            if recover is None:
+                node = nodes[src]
+                attrs, shape, dtype = node.attrs, node.shape, node.dtype
+            else:
+                attrs, shape, dtype = recover(nodes)
+            try:
+                if attrs:
+                    v = fn(*[vals[k] for k in ins], **attrs)
+                elif n == 2:
+                    v = fn(vals[ins[0]], vals[ins[1]])
+                elif n == 1:
+                    v = fn(vals[ins[0]])
+                else:
+                    v = fn(*[vals[k] for k in ins])
+            except Exception as e:
+                raise _kernel_error(e, nodes, self.steps[i], vals) from e
+            if type(v) is not np.ndarray:
+                v = np.asarray(v)
+            if v.shape != shape or v.dtype != dtype:
+                raise _mismatch(nodes, self.steps[i], v, shape, dtype)
+            vals[out] = v
+            for d in dies:
+                vals[d] = None
+        return vals
 
     def run(self, nodes: list[Node], keep: set[int], layout: Layout | None = None) -> list[Any]:
         """Bind P''s leaves, run every step, and return the values by Q slot (the hot path).

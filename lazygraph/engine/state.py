@@ -36,6 +36,7 @@ class Engine:
     def __init__(self) -> None:
         self.stats = Stats()
         self.memory = MemoryStore()
+        self.memory.before_listing = self.stats.flush  # entries listed with their hits counted
         self.claims = Claims()
         self.regions = RegionKernels()
         #: recipe constructor name -> kernel builder (compile.constructors, plus registered ones)

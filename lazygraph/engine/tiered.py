@@ -87,7 +87,7 @@ def _await_quiet(engine: Engine) -> None:
     end = time.perf_counter() + PATIENCE_S
     seen = -1
     while time.perf_counter() < end:
-        count = stats.hits + stats.misses + stats.uncached  # plain reads: a hint, not an account
+        count = stats.activity()  # plain reads: a hint, not an account
         if count == seen:
             return
         seen = count
