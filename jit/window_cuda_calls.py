@@ -21,6 +21,7 @@ import numpy as np
 
 from jit import window_cuda as wc
 from jit.runtime import count_host_step
+from ops.base import REGISTRY
 from ops.conv import out_hw
 from ops.settings import SETTINGS
 
@@ -342,7 +343,7 @@ class DeviceWindowCalls:
     """The backend interface's window calls for a CUDA device, each routed through `self._device`.
 
     Both CUDA backends (real and emulated) inherit these and `_device`, which tries `call`
-    above and falls back to the CPU backend's call on host copies (`_on_host`). A backend
+    above and falls back to the operator's reference kernel on the device arrays (`_reference`). A backend
     provides `to_host`, `to_device`, `copyto`, `contiguous`, `empty`, `gemm` and the cuDNN probe.
     """
 
@@ -351,20 +352,23 @@ class DeviceWindowCalls:
         raise NotImplementedError
 
     def _device(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
-        """cuDNN or the CUDA window kernels; the host's call (a counted round trip) for dtypes
-        they do not take, and under LAZYGRAPH_JIT=0."""
+        """cuDNN or the CUDA window kernels; the operator's reference kernel on the device
+        arrays for dtypes they do not take, and under LAZYGRAPH_JIT=0."""
         v = call(self, op, args, out, attrs) if SETTINGS.jit else None
-        return self._on_host(op, args, out, exact, attrs) if v is None else v
+        return self._reference(op, args, out, attrs) if v is None else v
 
-    def _on_host(self, op: str, args: tuple, out: Any, exact: bool, attrs: dict) -> Any:
-        """The CPU backend's call on host copies of the operands, its value copied back (into `out`).
+    def _reference(self, op: str, args: tuple, out: Any, attrs: dict) -> Any:
+        """The operator's reference kernel on the device arrays, through their namespace
+        (ops/namespace.py: CuPy's module on "cuda"), into `out` when given.
 
-        The one place a window step leaves the device: float16, bool and mixed dtypes, which
-        the CUDA kernels do not take. Each is counted (`jit.backend.host_steps`).
+        What float16, bool and mixed dtypes, which the CUDA kernels do not take, run: the
+        reference's values (the CPU device's for these dtypes), and nothing leaves the device.
+        A value the kernel still gives as host data is copied, counted (`jit.backend.host_steps`).
         """
-        count_host_step(self.name, op)
-        host = [None if a is None else self.to_host(a) for a in args]
-        v = self.to_device(getattr(self.host_backend(), op)(*host, exact=exact, **attrs))
+        v = REGISTRY[op].kernel(*args, **attrs)
+        if not self.is_buffer(v):
+            count_host_step(self.name, op)
+            v = self.to_device(v)
         if out is None:
             return v
         self.copyto(out, v)

@@ -184,11 +184,21 @@ def of(node: Node) -> str:
 
 #: 0-d values already copied to a device: (device, dtype, bytes) -> the device's array. An
 #: optimizer makes its learning rate (and Adam's bias corrections) a 0-d leaf per parameter
-#: per step; one copy per distinct value instead of one per leaf. Leaf buffers on a device are
-#: never written (device_run.py copies a write step's base), so leaves may share one.
+#: per step; one copy per distinct value instead of one per leaf. The cache holds a reference
+#: to each array, so the device loop never writes into one or reuses it (its `held_only`
+#: checks count every holder: lazygraph/engine/device_memory.py), and leaves may share them.
 _SCALARS: dict[tuple, Any] = {}
 _SCALARS_MAX = 256
 _scalars_lock = threading.Lock()
+
+#: host constants met in a device graph (`x + np.ones(3)`), by content: (device, dtype, shape,
+#: bytes) -> the device's copy, so a constant re-recorded each step is copied once. Only
+#: constants up to CONSTANT_MAX bytes: a larger one would cost as much to key as to copy.
+_CONSTANTS: dict[tuple, Any] = {}
+CONSTANT_MAX = 1 << 16
+#: bytes of device memory the constant cache may hold (oldest entries go first)
+_CONSTANTS_BUDGET = 1 << 23
+_constants_bytes = 0
 
 
 def on_device(value: np.ndarray, dev: str) -> Any:
@@ -211,6 +221,26 @@ def on_device(value: np.ndarray, dev: str) -> Any:
             if len(_SCALARS) >= _SCALARS_MAX:
                 _SCALARS.pop(next(iter(_SCALARS)))
             _SCALARS[key] = d
+    return d
+
+
+def constant(be: Any, value: np.ndarray) -> Any:
+    """A host constant of a device graph on device `be`: copied once per distinct small value
+    (a counted copy; cached by content, shared by leaves, never written), per run if large."""
+    global _constants_bytes
+    if value.nbytes > CONSTANT_MAX or value.dtype.kind == "O":
+        return be.to_device(value)
+    key = (be.name, value.dtype.str, value.shape, value.tobytes())
+    d = _CONSTANTS.get(key)
+    if d is None:
+        d = be.to_device(value)
+        with _scalars_lock:
+            while _CONSTANTS and _constants_bytes + value.nbytes > _CONSTANTS_BUDGET:
+                old = _CONSTANTS.pop(next(iter(_CONSTANTS)))
+                _constants_bytes -= old.nbytes
+            if key not in _CONSTANTS:
+                _CONSTANTS[key] = d
+                _constants_bytes += value.nbytes
     return d
 
 

@@ -15,6 +15,7 @@ import lazygraph as lg
 import lazygraph.nn.functional as F
 from jit import backend
 from jit.backend import cuda_emulated
+from lazygraph.engine import evaluate as evaluation
 from ops.settings import SETTINGS
 
 EMU = "cuda-emulated"
@@ -235,12 +236,32 @@ def test_jit_off_runs_regions_op_by_op_on_device_arrays(dev: str) -> None:
         np.testing.assert_allclose(s.numpy(), (np.exp(a) * 2.0 + np.tanh(a)).sum(axis=1), rtol=1e-12)
 
 
-def test_a_host_round_trip_is_explicit_and_counted(dev: str) -> None:
-    xs = np.random.default_rng(5).standard_normal((1, 2, 4, 4)).astype(np.float16)
-    before = dict(backend.host_steps(dev))
-    y = F.max_pool2d(lg.asarray(xs, device=dev), 2)  # float16: no CUDA kernel takes it
-    np.testing.assert_array_equal(y.numpy(), F.max_pool2d(lg.asarray(xs), 2).numpy())
-    assert backend.host_steps(dev).get("max_pool2d", 0) == before.get("max_pool2d", 0) + 1
+@pytest.mark.parametrize("jit", [True, False])
+def test_window_steps_no_cuda_kernel_takes_stay_on_the_device(dev: str, jit: bool) -> None:
+    """float16 and bool pooling (and every window step under LAZYGRAPH_JIT=0) run the operator's
+    reference kernel on the device arrays: the reference's values, no host round trip."""
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((1, 2, 6, 6)).astype(np.float16)
+    bs = rng.standard_normal((1, 2, 6, 6)) > 0
+    with SETTINGS.override(jit=jit):
+        x, b = lg.asarray(xs, device=dev), lg.asarray(bs, device=dev)
+        x.requires_grad = True
+        before, host = copies(dev), dict(backend.host_steps(dev))
+        y = F.max_pool2d(x, 2)  # float16: no CUDA kernel takes it
+        a = F.avg_pool2d(x, 3, stride=1, padding=1)
+        m = F.max_pool2d(b, 2)  # bool
+        (g,) = lg.grad((y.astype(np.float32).sum() + a.astype(np.float32).sum()), [x])
+        evaluation.evaluate([y.node, a.node, m.node, g.node])  # (lg.eval would copy them back)
+        assert delta(before, dev)["to_host"] == 0 and delta(before, dev)["to_device"] <= 2
+        assert backend.host_steps(dev) == host
+        assert all(resident(dev, v) for v in (y, a, m, g))
+    xc, bc = lg.asarray(xs), lg.asarray(bs)
+    xc.requires_grad = True
+    yc, ac, mc = F.max_pool2d(xc, 2), F.avg_pool2d(xc, 3, stride=1, padding=1), F.max_pool2d(bc, 2)
+    (gc,) = lg.grad((yc.astype(np.float32).sum() + ac.astype(np.float32).sum()), [xc])
+    for got, want in ((y, yc), (a, ac), (m, mc), (g, gc)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def test_device_arrays_refuse_implicit_host_conversion(dev: str) -> None:

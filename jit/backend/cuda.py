@@ -26,6 +26,7 @@ and compiles, on machines without CuPy.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
@@ -126,6 +127,19 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
     def may_share(self, a: Any, b: Any) -> bool:
         """cupy.may_share_memory."""
         return _rt().may_share(a, b)
+
+    def held_only(self, x: Any, n: int, views: Sequence[Any] = ()) -> bool:
+        """Whether nothing refers to CuPy array `x`'s memory but `n` references to `x` and the
+        arrays in `views` (views of `x`, each held `n` times besides the list): what the engine
+        checks before it writes into `x` or reuses it (device_run.py). A CuPy view holds its
+        base (`.base`), so the references to `x` count every view. Called with `x` as an
+        argument expression (no local of the caller names it)."""
+        if not self.is_buffer(x) or x.base is not None or not x.flags.c_contiguous:
+            return False
+        for v in views:
+            if not self.is_buffer(v) or v.base is not x or sys.getrefcount(v) != n + 3:
+                return False
+        return sys.getrefcount(x) == n + 2 + len(views)
 
     # -- compiler, loader -----------------------------------------------------------------
     def device_arch(self) -> int | None:

@@ -57,6 +57,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -359,6 +360,51 @@ class CudaEmulatedBackend(window_cuda_calls.DeviceWindowCalls, CpuBackend):
     def may_share(self, a: Any, b: Any) -> bool:
         """np.may_share_memory of the memory behind them."""
         return bool(np.may_share_memory(_raw(a), _raw(b)))
+
+    def held_only(self, x: Any, n: int, views: Sequence[Any] = ()) -> bool:
+        """Whether nothing refers to device array `x`'s memory but `n` references to `x` (the
+        caller's slots and locals) and the arrays in `views` (views of `x`, each held `n` times
+        besides the list): what the engine checks before it writes into `x` or reuses it
+        (lazygraph/engine/device_memory.py). The host memory is counted: every NumPy view of it
+        holds it through its chain of `.base` (as_strided's goes through a DummyArray), and
+        each link of a view's chain must be held by the chain alone."""
+        if type(x) is not EmulatedDeviceArray:
+            return False
+        d = x._data
+        if d.base is not None or not d.flags.c_contiguous:
+            return False
+        own = 0
+        for v in views:
+            if type(v) is not EmulatedDeviceArray or sys.getrefcount(v) != n + 3:  # list, `v`, argument
+                return False
+            link = v._data
+            if sys.getrefcount(link) != 3:  # v._data, `link`, the argument
+                return False
+            link = link.base
+            while link is not None and link is not d:
+                if sys.getrefcount(link) != 3:  # the previous link's base, `link`, the argument
+                    return False
+                link = getattr(link, "base", None)
+            if link is None:
+                return False
+            link = None
+            own += v._base is x
+        # the memory: x._data, `d`, the argument, and the last link of each view's chain
+        if sys.getrefcount(d) != 3 + len(views):
+            return False
+        # x: the caller's n, the parameter, the argument, and each view made by x's own methods
+        return sys.getrefcount(x) == n + 2 + own
+
+    def memory(self, x: Any) -> np.ndarray:
+        """The host array owning a device array's memory (what the engine's meter counts, so a
+        view, as_strided's included, aliases its base)."""
+        a = _raw(x)
+        link = a.base
+        while link is not None:
+            if type(link) is np.ndarray:
+                a = link
+            link = getattr(link, "base", None)
+        return a
 
     def raw(self, x: Any) -> Any:
         """The host memory behind a device array, shared (no copy): what an emulated NCCL reads."""

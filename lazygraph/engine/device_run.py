@@ -36,12 +36,14 @@ import functools
 import inspect
 import time
 from collections.abc import Callable
+from math import prod
 from typing import Any
 
 import numpy as np
 
 from jit.backend import Backend, count_host_step, transfers
-from lazygraph import debug
+from lazygraph import debug, device
+from lazygraph.engine import device_memory
 from lazygraph.engine.kernels import Kernel, OpKernel
 from ops.base import REGISTRY
 from ops.creation import SCALAR
@@ -51,15 +53,18 @@ from ops.node import Node
 def bind_leaf(be: Backend, node: Node) -> Any:
     """A leaf's value on device `be`: its device array, or its host data copied there (counted).
 
-    A node of this device keeps the copy, so it is copied once however often it is read.
+    A node of this device keeps the copy, so it is copied once however often it is read; a
+    neutral host constant (`x + np.ones(3)`) is copied once per distinct value
+    (`lazygraph.device.constant`).
     """
     b = node.buffer
     if be.is_buffer(b) or node.op is SCALAR or not isinstance(b, (np.ndarray, np.generic)):
         return b
+    if node.device != be.name:
+        return device.constant(be, b)  # a neutral host constant: copied once per distinct value
     d = be.to_device(b)
-    if node.device == be.name:
-        node.buffer = d  # the same value, now in device memory: later runs bind it as it is
-        node.kid = None  # its local id names the buffer's type and memory: found again (cache/)
+    node.buffer = d  # the same value, now in device memory: later runs bind it as it is
+    node.kid = None  # its local id names the buffer's type and memory: found again (cache/)
     return d
 
 
@@ -82,15 +87,67 @@ def run(
     error: Callable | None = None,
     mismatch: Callable | None = None,
 ) -> list[Any]:
-    """Bind the leaves, run every step on device arrays, free each value after its last reader."""
+    """Bind the leaves, run every step on device arrays, free each value after its last reader.
+
+    Follows the planner's layout learnt for this keep set (`program.layouts`, as the host loop
+    is handed it), and writes in place where the run holds the base alone (device_memory.py).
+    """
     vals: list[Any] = [None] * program.size
     start = transfers(be.name) if debug.level() >= 1 else None
     for q, p in program.leaves:
         vals[q] = bind_leaf(be, nodes[p])
+    # what the meter sees of a device array: the host array owning its memory on the emulator
+    mem = getattr(be, "memory", None) or _same_object
     if meter is not None:
-        meter.start(program, vals)
+        meter.start(program, [mem(x) if be.is_buffer(x) else x for x in vals])
+    log: list = []
+    try:
+        reused, written = _loop(program, be, nodes, keep, vals, meter, mem, trace, error, mismatch, log)
+    except BaseException:
+        device_memory.undo(log)  # a failed run leaves the evaluated buffers it wrote into as they were
+        raise
+    log.clear()
+    if meter is not None:
+        meter.reused, meter.inplace = reused, written
+    if start is not None:
+        end = transfers(be.name)
+        debug.log(
+            f"{be.name}: this run copied {end['to_device'] - start['to_device']} values "
+            f"({end['to_device_bytes'] - start['to_device_bytes']} bytes) to the device"
+        )
+    return vals
+
+
+def _same_object(x: Any) -> Any:
+    return x
+
+
+def _loop(
+    program: Any,
+    be: Backend,
+    nodes: list[Node],
+    keep: set[int],
+    vals: list,
+    meter: Any,
+    mem: Callable,
+    trace: Callable | None,
+    error: Callable | None,
+    mismatch: Callable | None,
+    log: list,
+) -> tuple[int, int]:
+    """`run`'s loop; returns (buffers reused, in-place writes)."""
     is_buffer = be.is_buffer
     first_value = program.first_value
+    # the host's decisions made on device arrays: only a backend that can tell who holds a
+    # device array's memory (`held_only`) reuses buffers or writes in place
+    owned = hasattr(be, "held_only")
+    layout = program.layouts.get(frozenset(keep)) if owned else None
+    take = give = into = pool = None
+    if layout is not None:
+        take, give, into, pool = layout.take, layout.give, layout.into, [None] * layout.nbuf
+    inplace, leaf_write = program.inplace, program.leaf_write
+    logged: dict[int, int] = {}
+    reused = written = 0
     for i, step in enumerate(program.steps):
         fn, ins, out, src, recover, dies, more = program.program[i]
         if recover is None:
@@ -100,7 +157,30 @@ def run(
             attrs, shape, dtype = recover(nodes)
         t = time.perf_counter()
         try:
-            v = fn(*[vals[k] for k in ins], **attrs)
+            v = None
+            if owned:
+                if inplace[i] and ins[0] not in keep:
+                    base = device_memory.dying_base(be, vals, ins, dtype, logged)
+                    if base is not None:
+                        v = step.kernel.in_place(vals, ins, dtype, attrs, base)
+                    base = None
+                elif leaf_write[i] is not None:
+                    v = device_memory.leaf_write(be, program, i, nodes, vals, dtype, attrs, log, logged)
+                written += v is not None
+                if v is None and take is not None and take[i] >= 0:
+                    o = pool[take[i]]
+                    if o is not None:
+                        pool[take[i]] = None
+                        if meter is not None:
+                            meter.took(mem(o))
+                        n = prod(shape)
+                        if o.dtype == dtype and o.size >= n:
+                            dest = o if tuple(o.shape) == shape else o.reshape(-1)[:n].reshape(shape)
+                            v = into[i](*[vals[k] for k in ins], out=dest, **attrs)
+                            reused += 1
+                        o = dest = None
+            if v is None:
+                v = fn(*[vals[k] for k in ins], **attrs)
         except Exception as e:
             raise error(e, nodes, step, vals) from e
         if more is not None:
@@ -119,25 +199,32 @@ def run(
         if tuple(v.shape) != shape or v.dtype != dtype:
             raise mismatch(nodes, step, v, shape, dtype)
         vals[out] = v
+        v = None
         if meter is not None:
             k = first_value[i]
-            meter.value(k, v, ins, out, shape, dtype)
+            meter.value(k, mem(vals[out]), ins, out, shape, dtype)
             for j, (slot, _, dt) in enumerate(more or (), 1):
-                meter.value(k + j, vals[slot], ins, slot, tuple(vals[slot].shape), dt)
+                meter.value(k + j, mem(vals[slot]), ins, slot, tuple(vals[slot].shape), dt)
         if trace is not None:
             trace(nodes[src].op.name if src >= 0 else step.name, shape, dtype, time.perf_counter() - t)
+        grabbed = None
+        if give is not None and give[i]:
+            # buffers a later step writes into, taken before their last holder in `vals` drops
+            grabbed = [(vals[s], b) for s, b in give[i] if is_buffer(vals[s])]
         for d in dies:
             if d not in keep:
                 if meter is not None:
                     meter.drop(d)
                 vals[d] = None
-    if start is not None:
-        end = transfers(be.name)
-        debug.log(
-            f"{be.name}: this run copied {end['to_device'] - start['to_device']} values "
-            f"({end['to_device_bytes'] - start['to_device_bytes']} bytes) to the device"
-        )
-    return vals
+        while grabbed:
+            o, b = grabbed.pop()
+            # pooled only when the run held it last (no view, memo, leaf or user shares it)
+            if be.held_only(o, 1):
+                pool[b] = o
+                if meter is not None:
+                    meter.pooled(mem(o))
+            o = None
+    return reused, written
 
 
 class DeviceLibraryKernel(Kernel):
@@ -157,6 +244,10 @@ class DeviceLibraryKernel(Kernel):
         if self.call is None:
             raise KeyError(f"library: no library call for {self.producer!r} on {be.name}")
         self.n_in, self.bias, self.relu = int(data["n_in"]), bool(data["bias"]), bool(data["relu"])
+
+    def writer(self, attrs: dict | None, dtype: np.dtype) -> Callable | None:
+        """A GEMM producer writes into a given device buffer (as the host's library step does)."""
+        return self.run if self.producer == "matmul" else None
 
     def run(self, *inputs: Any, out: Any = None, **attrs: Any) -> Any:
         """The producer's value on the device, then its epilogue in place."""
