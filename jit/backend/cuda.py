@@ -72,6 +72,31 @@ class CudaProgram(Program):
         _rt().launch(self.fn, grid, block, args)
 
 
+def _cupy_held_only(x: Any, n: int, views: Sequence[Any], nv: int) -> bool:
+    """`CudaBackend.held_only`'s count on a CuPy array that owns its memory (see there): `x`
+    held `n` times by the callers, each view `nv` times besides the list."""
+    ptr = x.data
+    mem = ptr.mem
+    shared = 0
+    for v in views:
+        if sys.getrefcount(v) != nv + 3:  # the list, `v`, the argument
+            return False
+        vp = v.data
+        if vp is ptr:
+            shared += 1
+        elif vp.mem is not mem or sys.getrefcount(vp) != 3:  # v.data, `vp`, the argument
+            return False
+        vp = None
+    own = sum(1 for v in views if v.base is x)
+    # the allocation: ptr.mem, `mem`, the argument, and one per other pointer into it
+    if sys.getrefcount(mem) != 3 + len(views) - shared:
+        return False
+    # x's pointer: x.data, `ptr`, the argument, and each view sharing it
+    if sys.getrefcount(ptr) != 3 + shared:
+        return False
+    return sys.getrefcount(x) == n + 2 + own
+
+
 class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
     """The CUDA backend (module docstring)."""
 
@@ -87,6 +112,7 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
         self._arch: Any = _UNPROBED
         self._cudnn: Any = _UNPROBED
         self._ndarray: Any = _UNPROBED
+        self._held_ok: Any = _UNPROBED
         self._lock = threading.Lock()
 
     @staticmethod
@@ -129,17 +155,47 @@ class CudaBackend(window_cuda_calls.DeviceWindowCalls, Backend):
         return _rt().may_share(a, b)
 
     def held_only(self, x: Any, n: int, views: Sequence[Any] = ()) -> bool:
-        """Whether nothing refers to CuPy array `x`'s memory but `n` references to `x` and the
-        arrays in `views` (views of `x`, each held `n` times besides the list): what the engine
-        checks before it writes into `x` or reuses it (device_run.py). A CuPy view holds its
-        base (`.base`), so the references to `x` count every view. Called with `x` as an
-        argument expression (no local of the caller names it)."""
-        if not self.is_buffer(x) or x.base is not None or not x.flags.c_contiguous:
+        """Whether nothing refers to CuPy array `x`'s memory but `n` references to `x` (the
+        caller's slots and locals) and the arrays in `views` (views of `x`, each held `n` times
+        besides the list): what the engine checks before it writes into `x` or reuses it
+        (lazygraph/engine/device_memory.py).
+
+        CuPy's views do not all hold their base (`as_strided` gives `base=None`), but every
+        array over an allocation holds a `MemoryPointer` whose `mem` is the allocation: the
+        references to `x.data` and to `x.data.mem` count every array over it. The counting is
+        checked once against fresh arrays and their views (`_held_probe`); where it does not
+        hold (another CuPy), the answer is always no: the engine copies and allocates instead.
+        """
+        if self._held_ok is _UNPROBED:
+            self._held_ok = self._held_probe()
+        if not self._held_ok or not self.is_buffer(x) or x.base is not None or not x.flags.c_contiguous:
             return False
-        for v in views:
-            if not self.is_buffer(v) or v.base is not x or sys.getrefcount(v) != n + 3:
+        return _cupy_held_only(x, n + 1, views, n)  # + 1: this call's own parameter
+
+    def _held_probe(self) -> bool:
+        """Whether `held_only`'s counting sees views of a fresh CuPy array (probed once)."""
+        try:
+            rt = _rt()
+            vals = [rt.empty((4, 4), np.float32)]
+            if not _cupy_held_only(vals[0], 1, (), 1):
                 return False
-        return sys.getrefcount(x) == n + 2 + len(views)
+            checks = []
+            for make in (
+                lambda a: a[1:],
+                lambda a: a.reshape(-1),
+                lambda a: a.T,
+                lambda a: _rt().cupy.lib.stride_tricks.as_strided(a.reshape(-1)[2:], (2, 2), (4, 8)),
+            ):
+                v = make(vals[0])
+                checks.append(not _cupy_held_only(vals[0], 1, (), 1))  # the view is a holder
+                vals.append(v)
+                del v
+                checks.append(_cupy_held_only(vals[0], 1, [vals[-1]], 1))  # named: accounted for
+                vals.pop()
+                checks.append(_cupy_held_only(vals[0], 1, (), 1))  # dropped: held once again
+            return all(checks)
+        except Exception:  # noqa: BLE001 - no CuPy or no device: never claim a buffer is free
+            return False
 
     # -- compiler, loader -----------------------------------------------------------------
     def device_arch(self) -> int | None:
