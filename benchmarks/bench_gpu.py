@@ -162,7 +162,8 @@ def train_losses(
 ) -> list[float]:
     """Losses of `steps` training steps of model `name` on `dev` (same data and start).
 
-    `copies` receives, per step, the host <-> device copies it made (jit.backend.transfers).
+    `copies` receives, per step, the host <-> device copies it made (jit.backend.transfers)
+    and the device buffers it allocated (jit.backend.allocations: "alloc", "alloc_bytes").
     """
     lg.manual_seed(0)
     model = _models(hidden)[name]().to(dev)
@@ -172,16 +173,22 @@ def train_losses(
     y = lg.asarray(rng.integers(0, 10, batch), device=dev)
     losses = []
     for _ in range(steps):
-        before = backend.transfers(dev)
+        before = {**backend.transfers(dev), **_allocs(dev)}
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(float(loss))
         if copies is not None:
-            after = backend.transfers(dev)
+            after = {**backend.transfers(dev), **_allocs(dev)}
             copies.append({k: after[k] - before[k] for k in after})
     return losses
+
+
+def _allocs(dev: str) -> dict:
+    """The device's allocation counters, named for `train_losses`' per-step records."""
+    a = backend.allocations(dev)
+    return {"alloc": a["count"], "alloc_bytes": a["bytes"]}
 
 
 def _torch_models(hidden: int) -> dict[str, Callable[[], object]]:
@@ -332,6 +339,8 @@ def main() -> None:
             f"the device and {last['to_host']} ({last['to_host_bytes']} bytes) back"
         )
         print(f"result: {name}_step_host_device_bytes = {last['to_device_bytes'] + last['to_host_bytes']}")
+        print(f"{name}: a warm step allocates {last['alloc']} device buffers ({last['alloc_bytes']} bytes)")
+        print(f"result: {name}_step_device_allocations = {last['alloc']}")
         checked += 1
         if gpu:
             steps_t[name] = step_times(name, batch, hidden, reps, torch_ok=not why["torch"])

@@ -66,6 +66,33 @@ def _out(be: Any, shape: tuple, dtype: np.dtype, out: Any) -> Any:
     return be.empty(tuple(shape), np.dtype(dtype))
 
 
+class _Scratch(threading.local):
+    """Per thread: the convolutions' intermediate buffers (columns, weight matrices, GEMM rows),
+    kept for the next call of the same shapes. They never leave the call that fills them, and
+    a thread's launches are ordered (one stream), so the next call may overwrite them."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[tuple, Any] = {}
+
+
+_scratch = _Scratch()
+#: intermediate buffers kept per thread (the oldest goes first)
+SCRATCH_MAX = 16
+
+
+def scratch(be: Any, role: str, shape: tuple, dtype: np.dtype) -> Any:
+    """A device buffer for a call's intermediate `role`, reused by later calls of its shape."""
+    key = (be.name, role, tuple(shape), np.dtype(dtype).str)
+    buffers = _scratch.buffers
+    b = buffers.pop(key, None)
+    if b is None:
+        b = be.empty(tuple(shape), np.dtype(dtype))
+        while len(buffers) >= SCRATCH_MAX:
+            buffers.pop(next(iter(buffers)))
+    buffers[key] = b  # most recent last
+    return b
+
+
 def _done(be: Any, v: Any, out: Any) -> Any:
     if out is None or v is out:
         return v
@@ -109,7 +136,7 @@ def max_pool2d_grad(
     if tuple(g.shape) != (n, c, ho, wo):
         raise ValueError(f"max_pool2d_grad: cotangent {tuple(g.shape)} does not fit input {tuple(x.shape)}")
     geo = (kernel_size, stride, padding, dilation)
-    at = be.empty((n, c, ho, wo), np.dtype(np.int32))
+    at = scratch(be, "argmax", (n, c, ho, wo), np.dtype(np.int32))
     wc.launch(be, wc._max_pool_source, (x.dtype, True, *geo), [x, at], [n * c * ho * wo, h, w, ho, wo])
     gi = _out(be, x.shape, g.dtype, out)
     wc.launch(be, wc._max_pool_grad_source, (g.dtype, *geo), [g, at, gi], [n * c * h * w, h, w, ho, wo])
@@ -179,7 +206,7 @@ def _columns(be: Any, x: Any, w_shape: tuple, groups: int, s: Pair, p: Pair, d: 
     o, cp, kh, kw = w_shape
     ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     P, K = n * ho * wo, kh * kw * cp
-    cols = be.empty((groups, P, K), x.dtype)
+    cols = scratch(be, "cols", (groups, P, K), x.dtype)
     wc.launch(
         be,
         wc._im2col_source,
@@ -192,7 +219,7 @@ def _columns(be: Any, x: Any, w_shape: tuple, groups: int, s: Pair, p: Pair, d: 
 
 def _weight_matrix(be: Any, w: Any, groups: int) -> Any:
     o, cp, kh, kw = w.shape
-    wm = be.empty((groups, kh * kw * cp, o // groups), w.dtype)
+    wm = scratch(be, "wm", (groups, kh * kw * cp, o // groups), w.dtype)
     wc.launch(
         be,
         wc._weight_to_mat_source,
@@ -223,7 +250,11 @@ def conv2d(
             f"conv2d: bias {tuple(b.shape)} does not match the weight's {w.shape[0]} output channels"
         )
     cols, (n, c, h, wd, o, cp, kh, kw, ho, wo) = _columns(be, x, w.shape, groups, stride, padding, dilation)
-    rows = be.contiguous(be.gemm(cols, _weight_matrix(be, w, groups)))  # (G, P, OG)
+    rows = be.gemm(
+        cols,
+        _weight_matrix(be, w, groups),
+        out=scratch(be, "rows", (groups, cols.shape[1], o // groups), x.dtype),
+    )  # (G, P, OG)
     y = _out(be, (n, o, ho, wo), x.dtype, out)
     ints = [n * o * ho * wo, groups, o // groups, ho * wo, n]
     if b is None:
@@ -256,9 +287,12 @@ def conv2d_grad_input(
             f"conv2d_grad_input: cotangent {tuple(g.shape)} does not fit input {tuple(x.shape)}, weight {tuple(w.shape)}"
         )
     og = o // groups
-    gh = be.empty((groups, n * ho * wo, og), g.dtype)
+    gh = scratch(be, "gh", (groups, n * ho * wo, og), g.dtype)
     wc.launch(be, wc._nchw_to_rows_source, (g.dtype,), [g, gh], [n * o * ho * wo, groups, og, ho * wo, n])
-    dcols = be.contiguous(be.gemm(gh, _weight_matrix(be, w, groups), trans_b=True))  # (G, P, K)
+    wm = _weight_matrix(be, w, groups)
+    dcols = be.gemm(
+        gh, wm, trans_b=True, out=scratch(be, "dcols", (groups, n * ho * wo, wm.shape[1]), g.dtype)
+    )
     dx = _out(be, (n, c, h, wd), g.dtype, out)
     geo = ((kh, kw), stride, padding, dilation)
     wc.launch(be, wc._col2im_source, (g.dtype, *geo), [dcols, dx], [n * c * h * wd, c, h, wd, ho, wo, cp, n])
@@ -293,9 +327,9 @@ def conv2d_grad_weight(
         be, x, tuple(w.shape), groups, stride, padding, dilation
     )
     og = o // groups
-    gh = be.empty((groups, n * ho * wo, og), g.dtype)
+    gh = scratch(be, "gh", (groups, n * ho * wo, og), g.dtype)
     wc.launch(be, wc._nchw_to_rows_source, (g.dtype,), [g, gh], [n * o * ho * wo, groups, og, ho * wo, n])
-    dwm = be.contiguous(be.gemm(cols, gh, trans_a=True))  # (G, K, OG)
+    dwm = be.gemm(cols, gh, trans_a=True, out=scratch(be, "dwm", (groups, cols.shape[2], og), g.dtype))
     dw = _out(be, (o, cp, kh, kw), g.dtype, out)
     wc.launch(
         be, wc._mat_to_weight_source, (g.dtype,), [dwm, dw], [o * cp * kh * kw, groups, og, cp, kh * kw]
