@@ -12,12 +12,14 @@
   nvidia-cudnn-cu12 wheels); without it, the im2col/col2im CUDA kernels of jit/window_cuda.py
   and cuBLAS run instead, after a one-time `CudnnMissingWarning` naming what to install.
   Max and average pooling and their gradients are the CUDA kernels of jit/window_cuda.py.
-  Dtypes those kernels do not take (float16, bool, mixed) run on the host through the CPU
-  backend (a counted copy each way: `jit.backend.host_steps`). The same kernels and calls
+  Dtypes those kernels do not take (float16, bool, mixed) run the operator's reference
+  kernel on the CuPy arrays (nothing leaves the device). The same kernels and calls
   run on the emulated device, which is how CI checks them (jit/window_cuda_calls.py).
 - Values: the engine keeps a device program's values as CuPy arrays between steps
   (lazygraph/engine/device_run.py); `to_device`/`to_host` are the only copies, counted
-  (`jit.backend.transfers`).
+  (`jit.backend.transfers`), and `empty`/`to_device` count their buffers
+  (`jit.backend.allocations`). `held_only` tells the engine when nothing but its own
+  references holds an array's memory (buffer reuse, writes in place; device_memory.py).
 
 All CuPy calls live in jit/backend/cuda_cupy.py, imported on first use: this module imports,
 and compiles, on machines without CuPy.

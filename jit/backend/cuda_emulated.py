@@ -12,8 +12,10 @@ it on the host.
 - GEMM: NumPy's matmul where the CUDA backend calls cuBLAS. Window library calls (pooling
   and its gradients, convolution and its gradients): the CUDA kernels of jit/window_cuda.py,
   emulated like every other kernel (jit/window_cuda_calls.py: the CUDA backend's cuDNN-less
-  path). Dtypes those kernels do not take, and LAZYGRAPH_JIT=0, run the CPU backend's calls
-  on host copies (a counted round trip, as on "cuda").
+  path). Dtypes those kernels do not take, and LAZYGRAPH_JIT=0, run the operator's
+  reference kernel on the device arrays (as on "cuda"). Every fresh device array is counted
+  (`jit.backend.allocations`), and `held_only` counts the references to the host memory
+  behind an array (the engine's buffer reuse and in-place writes, device_memory.py).
 - Compiler: the rendered source is wrapped in a C++ prelude and compiled by the system C++
   compiler (`$CXX`, else the C compiler's C++ sibling: c++, g++, clang++) with the CPU
   backend's value-preserving flags (`-ffp-contract=off` unless fast math; never the fast-math

@@ -7,7 +7,8 @@ last:
 - leaves are bound as they are held: a device array stays one. A leaf of this device that still
   holds host data (made by a creation function before it was placed) is copied to the device
   once, and the node keeps the device copy, so the next evaluation binds it without a copy; a
-  neutral host constant (`x + np.ones(3)`) is copied for the run. Both are counted
+  neutral host constant (`x + np.ones(3)`) is copied once per distinct value (up to 64 KiB;
+  larger ones for each run: lazygraph/device.py `constant`). Both are counted
   (`jit.backend.transfers`).
 - fused regions, window steps and library steps (GEMM and its bias/ReLU epilogue, on the
   device through `DeviceLibraryKernel`) launch on the device arrays and return device arrays;
@@ -23,11 +24,11 @@ last:
 
 Only `.numpy()`, printing and `to("cpu")` copy values back (lazygraph/array.py, transfer.py).
 
-What the host loop has and this one has not: the memory planner's buffer reuse (`out=` into
-freed buffers; a device allocator pools memory itself) and writes into a dying base or an
-evaluated buffer in place (`Kernel.in_place`, txn.py: their reference-count checks are the
-host's); a device write step copies its base. The meter (LAZYGRAPH_DEBUG) and the per-step
-trace work as on the host.
+Like the host loop it follows the memory planner's layout (`out=` into buffers freed earlier
+in the run) and writes into a dying base or an evaluated buffer in place, with the device
+backend's `held_only` in place of NumPy's reference counts (device_memory.py). The meter
+(LAZYGRAPH_DEBUG) sees the memory behind each device array (`be.memory` on the emulator, so
+views alias their base) and the per-step trace works as on the host.
 """
 
 from __future__ import annotations
