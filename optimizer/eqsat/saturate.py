@@ -37,6 +37,9 @@ from optimizer.superopt.apply import SGraph, SNode
 from optimizer.superopt.cost import CostModel
 from optimizer.superopt.match import Context
 
+#: the least time (seconds) an ILP extraction is started with
+ILP_LEAST = 0.03
+
 
 @dataclass
 class Saturation:
@@ -231,7 +234,9 @@ class Saturation:
             runs = ([(fused, choices[1])] if fused != costs else []) + [(costs, choices[0])]
             for k, (cs, start) in enumerate(runs):
                 left = (seconds - (time.perf_counter() - t0)) / (len(runs) - k)
-                exact = ilp(self.eg, cs, max(0.05, left), start=start)
+                if left < ILP_LEAST:
+                    break  # building the program alone takes longer: the greedy stands
+                exact = ilp(self.eg, cs, left, start=start)
                 if exact is not None:
                     choices.append(exact)
         # the linear costs miss fusion (epilogues, elementwise regions): the full model decides,
@@ -240,7 +245,11 @@ class Saturation:
         if self.seen_best is not None and self.seen_best[0] < best_cost:
             # a graph the e-graph holds as made: the linear costs can rank it below a worse one
             best_cost, best = self.seen_best
+        tried: list[dict[int, int]] = []
         for choice in choices:
+            if choice.pick in tried:
+                continue  # the ILP often confirms the greedy's selection: one graph_of each
+            tried.append(choice.pick)
             try:
                 g = graph_of(self.eg, choice.pick, self.sg, self.base)
             except ValueError:  # a cyclic greedy selection (stale history): not a graph
