@@ -32,6 +32,7 @@ import numpy as np
 import lazygraph as lg
 import lazygraph.nn.functional as F
 from jit import backend
+from lazygraph.engine.evaluate import evaluate
 
 
 def _sync() -> None:
@@ -209,6 +210,24 @@ def _torch_models(hidden: int) -> dict[str, Callable[[], object]]:
     }
 
 
+def stencil_step(dev: str, n: int, steps: int) -> dict:
+    """A Jacobi stencil `u[1:-1, 1:-1] = mean of u's four shifted views`, evaluated each step:
+    checked against NumPy; the last (warm) step's allocations and copies (values stay on the
+    device, and the write goes into u's own buffer: engine/device_memory.py)."""
+    u0 = np.random.default_rng(2).standard_normal((n, n))
+    u, want = lg.asarray(u0, device=dev), u0.copy()
+    last: dict = {}
+    for _ in range(steps):
+        before = {**backend.transfers(dev), **_allocs(dev)}
+        for a in (u, want):
+            a[1:-1, 1:-1] = 0.25 * (a[2:, 1:-1] + a[:-2, 1:-1] + a[1:-1, 2:] + a[1:-1, :-2])
+        evaluate([u.node])  # not lg.eval: that copies the value back
+        after = {**backend.transfers(dev), **_allocs(dev)}
+        last = {k: after[k] - before[k] for k in after}
+    np.testing.assert_allclose(u.numpy(), want, rtol=1e-12, atol=1e-12)
+    return last
+
+
 def step_times(name: str, batch: int, hidden: int, reps: int, torch_ok: bool) -> tuple[float, float | None]:
     """Seconds per training step of model `name` on "cuda": lazygraph, and PyTorch CUDA eager."""
     lg.manual_seed(0)
@@ -344,6 +363,15 @@ def main() -> None:
         checked += 1
         if gpu:
             steps_t[name] = step_times(name, batch, hidden, reps, torch_ok=not why["torch"])
+    side = 1024 if gpu and not args.quick else 256
+    st = stencil_step(dev, side, 4)
+    print(
+        f"stencil {side}x{side} float64: a warm step allocates {st['alloc']} device buffers "
+        f"({st['alloc_bytes']} bytes, the buffer is {side * side * 8}) and copies "
+        f"{st['to_device_bytes'] + st['to_host_bytes']} bytes between host and device"
+    )
+    print(f"result: stencil_step_device_allocation_bytes = {st['alloc_bytes']}")
+    checked += 1
     if gpu:
         print(_row(["step (ms)", "lazygraph", "torch cuda eager", "lazygraph / torch"]))
         for label, (ours, theirs) in [*((f"{k} train step", v) for k, v in steps_t.items()), *wtimes.items()]:

@@ -65,7 +65,10 @@ def leaf_write(
         return None
     buf = vals[q]
     node = nodes[p]
-    log.append((node, buf, view, materialize(buf, view).copy()))
+    # the region is saved for the steps after this one, which may fail; the run's last step
+    # needs no copy (a write checks its operands before it stores anything)
+    last = i == len(program.steps) - 1
+    log.append((node, buf, view, None if last else materialize(buf, view).copy()))
     logged[id(buf)] = logged.get(id(buf), 0) + 1
     node.buffer = None  # the node gives the buffer up for the run; `undo` gives it back
     vals[q] = None  # held once now (and by the log): the run's next write into it goes in place
@@ -78,7 +81,8 @@ def undo(log: list) -> None:
     """A run failed after writing into evaluated buffers: put back every saved region, newest first."""
     while log:
         node, buf, view, saved = log.pop()
-        write_into(buf, view, saved)
+        if saved is not None:
+            write_into(buf, view, saved)
         node.buffer = buf
 
 
