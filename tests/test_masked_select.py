@@ -125,7 +125,10 @@ def update_derived(xp: Any, y: Any, b: Any, m: Any) -> tuple:
     y[active] = -y[active] + b[active] * 3
     b[active] -= 2
     y[active] = 7
-    return y, b
+    tail = y[1:]  # a window of y as the target: y sees the write
+    positive = tail > 0
+    tail[positive] = tail[positive] * 3
+    return y, b, tail
 
 
 @settings(max_examples=40)
@@ -340,3 +343,16 @@ def test_complex_into_real_target_warns_as_numpy() -> None:
     with pytest.warns(np.exceptions.ComplexWarning):
         y[m] = c[m]
     assert np.array_equal(y.numpy(), [0.0, 1.0, 2.0, 3.0])
+
+
+def test_complex_parts_as_source_and_target() -> None:
+    def prog(xp: Any, z: Any, m: Any) -> tuple:
+        mask = xp.asarray(m)
+        re = z.real[mask] * 2  # a ComplexPart read: deferred
+        z.real[mask] = re + 1  # a ComplexPart target: the general path
+        z[mask] = z[mask] * 1j
+        return z, z.imag[mask].sum(axis=0), re
+
+    z = np.arange(6.0).reshape(3, 2) + 1j * np.arange(6.0).reshape(3, 2)[::-1]
+    for m in (np.array([True, False, True]), np.array([[True, False], [False, True], [True, True]])):
+        both(prog, z, m)
