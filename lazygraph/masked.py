@@ -212,8 +212,10 @@ for _n in ("neg", "pos", "abs", "invert"):
 
 def select(x: Array, key: Array) -> Masked | None:
     """`x[key]` deferred when `key` is a boolean array on x's leading axes; None: gather now."""
+    if key.dtype.kind != "b" or isinstance(x, Masked):
+        return None
     kshape = key.shape
-    if key.dtype != np.bool_ or not kshape or isinstance(x, Masked) or x.shape[: len(kshape)] != kshape:
+    if not kshape or x.shape[: len(kshape)] != kshape:
         return None  # a mismatched mask raises NumPy's IndexError on the general path
     xnode = x.node
     if xnode.requires_grad and GRAD_STATE.enabled:
@@ -226,9 +228,11 @@ def select(x: Array, key: Array) -> Masked | None:
 
 def assign(y: Array, key: Array, value: Any) -> bool:
     """Record `y[key] = value` as `y <- where(key, value, y)` when no count is needed; else False."""
+    if key.dtype.kind != "b" or type(y) not in _LEAN:
+        return False  # OwnedView targets write back into their owner: the general path
     kshape = key.shape
     yshape = y.shape
-    if key.dtype != np.bool_ or not kshape or yshape[: len(kshape)] != kshape or type(y) not in _LEAN:
+    if not kshape or yshape[: len(kshape)] != kshape:
         return False
     if y._storage.requires_grad and GRAD_STATE.enabled:
         return False  # the general path raises its error
