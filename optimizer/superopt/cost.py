@@ -24,8 +24,8 @@ constants are a fixed guess (deterministic: the tests' model); `calibrate()` mea
 three on this machine and `save()` stores them in the same file, after which both the
 analytic and the measured modes use them (`python benchmarks/bench_superopt.py --calibrate`).
 The built-in guess overcharges a CPU's bytes tenfold and so underprices merges: on NasRNN it
-predicts 1.07x for the merged graph, which measures 1.45x (whole runs, one BLAS thread);
-calibrated it predicts 1.8x (docs/superopt.md, "Cost model against measured time").
+predicts 1.07x for the merged graph, which measures 1.3-1.5x (fastest runs, one BLAS thread);
+calibrated it predicts 1.6-1.7x (docs/superopt.md, "Cost model against measured time").
 `mode="unit"` counts one per operator step (the unit-cost examples of the benchmark graphs).
 """
 
