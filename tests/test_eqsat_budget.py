@@ -48,3 +48,17 @@ def test_mcts_does_not_redo_the_saturated_merges_on_the_input() -> None:
     assert sat.eg.size == size
     tree.input_done = False
     assert any(g is sg for g, _ in tree.structural_graphs(sat.eg))
+
+
+def test_mcts_keeps_the_cheapest_extraction_any_tree_node_reached() -> None:
+    """A graph a rollout reached is a candidate of the result even when the chosen actions
+    never lead the main e-graph there: it is an extraction (values unchanged, proven rules)."""
+    sg = qkv()
+    sat = Saturation(sg, pass_.stages()[-1], CostModel(), node_limit=300)
+    tree = MCTS(sat, budget=4, depth=2, seed=0)
+    tree.run(2.0)
+    assert tree.best_seen is not None
+    cost, g = tree.best_seen
+    assert cost == sat.model.graph_cost(g) < sat.model.graph_cost(sg)
+    assert g.topo() is not None
+    same_values(sg, g)

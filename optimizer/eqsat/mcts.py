@@ -78,12 +78,19 @@ class MCTS:
         #: the structural rules' rewrites of the input graph are all in the e-graph already
         #: (the merges stage saturated): actions match them on extractions only
         self.input_done = False
+        #: the cheapest extraction any tree node or rollout reached (full model): a rollout
+        #: can find the best graph under a child that the average value does not choose, and
+        #: the budget can end before the main e-graph gets there
+        self.best_seen: tuple[float, SGraph] | None = None
         self._checked = 0  # MCTS steps since every rule was checked for a match (`applicable`)
 
     def cost(self, eg: EGraph) -> float:
         """The reward's runtime: the full model's cost of eg's greedy extraction or of the
         cheapest graph the last action made (both are in eg), whichever is lower."""
-        got = self.sat.model.graph_cost(self.graphs(eg)[-1][0])
+        g = self.graphs(eg)[-1][0]
+        got = self.sat.model.graph_cost(g)
+        if self.best_seen is None or got < self.best_seen[0]:
+            self.best_seen = (got, g)
         for g in self.made:
             got = min(got, self.sat.model.graph_cost(g))
         return got

@@ -138,8 +138,9 @@ def mcts_search(
     stopped = tree.run(seconds * (1 - ILP_SHARE) - (time.perf_counter() - t0))
     left = max(0.1, seconds - (time.perf_counter() - t0))
     best, _ = sat.extract("ilp", left)
-    if sat.model.graph_cost(first) < sat.model.graph_cost(best):
-        best = first
+    for cand in (first, tree.best_seen[1] if tree.best_seen else first):
+        if sat.model.graph_cost(cand) < sat.model.graph_cost(best):
+            best = cand
     r = _result(sat, sg, best, t0, stopped)
     r.egraph_peak = tree.max_size  # type: ignore[attr-defined]
     return r
