@@ -356,3 +356,52 @@ def test_complex_parts_as_source_and_target() -> None:
     z = np.arange(6.0).reshape(3, 2) + 1j * np.arange(6.0).reshape(3, 2)[::-1]
     for m in (np.array([True, False, True]), np.array([[True, False], [False, True], [True, True]])):
         both(prog, z, m)
+
+
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "sub", "mul", "cmp", "write", "iadd", "scalar", "remask"]), st.integers(-3, 3)
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def run_steps(xp: Any, y: Any, b: Any, m: Any, steps: list) -> tuple:
+    """A random program over selections: elementwise steps, in-place steps, writes, new masks."""
+    mask = xp.asarray(m)
+    sel = y[mask]
+    for kind, k in steps:
+        if kind == "add":
+            sel = sel + b[mask]
+        elif kind == "sub":
+            sel = k - sel
+        elif kind == "mul":
+            sel = sel * k
+        elif kind == "cmp":
+            sel = sel > k
+        elif kind == "write":
+            y[mask] = sel
+        elif kind == "iadd":
+            sel += k
+        elif kind == "scalar":
+            y[mask] = k
+        else:
+            mask = y > k
+            sel = y[mask]
+    return y, sel
+
+
+@pytest.mark.slow
+@settings(max_examples=400)
+@given(
+    cases(
+        [np.dtype(t) for t in (np.bool_, np.int8, np.int32, np.int64, np.float32, np.float64, np.complex128)]
+    ),
+    STEPS,
+)
+def test_random_programs_over_selections(case: tuple, steps: list) -> None:
+    dtype, y, b, m, _ = case
+    if dtype.kind == "c":
+        steps = [(kind, k) for kind, k in steps if kind not in ("cmp", "remask")]  # complex has no order
+    both(lambda xp, y, b, m: run_steps(xp, y, b, m, steps), y, b, m)
