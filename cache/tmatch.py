@@ -12,8 +12,8 @@ its numbering alone, compiled once (`compile_matcher`), doing the same checks on
   None: a node recorded without its id goes to the general match, which computes it);
 - one tuple comparison of the Python scalars' types;
 - the held buffers' memoized (static, id, owner): ids and static marks as two tuple comparisons,
-  owners as one set (`template.buffers_ok` when one differs, when memory is shared in the
-  template, or for three buffers or fewer);
+  owners as one set (`template.buffers_ok` when one differs, or when memory is shared in the
+  template);
 - one set over the slots that could hold the same node (the others cannot: every edge is
   compared, so two slots holding one node have equal local ids and equal inputs all the way
   down, which ends at a buffer with its own memory owner or at the template's distinct ones).
@@ -111,16 +111,17 @@ def matcher_source(
         lines.append(f"    if ({types},) != ST: return None")
     if buffers:
         held = ", ".join(f"n{s}" for s in buffers)
-        if len(buffers) <= 3 or alias:
+        if alias:
             lines.append(f"    if not buffers_ok(T, ({held},)): return None")
         else:  # each memoized (static, id, owner): the ids, the marks, distinct owners; else in full
             lines += [f"    c{s} = n{s}.kid" for s in buffers]
             ids_ = ", ".join(f"c{s}[1]" for s in buffers)
             marks = ", ".join(f"n{s}.static" for s in buffers)
             owners = ", ".join(f"c{s}[2]" for s in buffers)
+            distinct = f" and len({{{owners}}}) == {len(buffers)}" if len(buffers) > 1 else ""
             lines += [
                 "    try:",
-                f"        ok = ({ids_},) == BIDS and ({marks},) == BST and len({{{owners}}}) == {len(buffers)}",
+                f"        ok = ({ids_},) == BIDS and ({marks},) == BST{distinct}",
                 "    except TypeError:  # a kid that is not a buffer's memo (evaluated since, or None)",
                 "        ok = False",
                 f"    if not ok and not buffers_ok(T, ({held},)): return None",

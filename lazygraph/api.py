@@ -320,9 +320,9 @@ def vecdot(a: Any, b: Any, axis: int = -1) -> Array:
 
 def eval(*arrays: Array) -> tuple[np.ndarray, ...]:  # noqa: A001 - the design's name
     """Evaluate several arrays as one graph; returns their (read-only) NumPy values."""
-    arrays = tuple(_arr(a) for a in arrays)
+    arrays = [_arr(a) for a in arrays]  # lists, not generators: an evaluation point in a loop
     evaluation.evaluate([a.node for a in arrays])
-    return tuple(a.numpy() for a in arrays)
+    return tuple([a.numpy() for a in arrays])
 
 
 def explain(*arrays: Array, file: TextIO | None = None) -> None:

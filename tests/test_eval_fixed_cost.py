@@ -112,16 +112,43 @@ def test_plan_follows_the_kept_set_the_layout_and_refresh(monkeypatch):
         np.testing.assert_array_equal((lg.asarray(xn) * 2 + 1).numpy(), xn * 2 + 1)
 
 
-def test_a_layout_that_reuses_buffers_keeps_the_general_loop(monkeypatch):
+def test_pooled_steps_run_lean_while_small_and_the_general_loop_when_large(monkeypatch):
     monkeypatch.setenv("LAZYGRAPH_JIT", "0")  # op by op: intermediates of one size, reusable
-    xn = np.random.default_rng(0).random(4096)
     seen = _plans(monkeypatch)
+    ran = []
+    lean_run = programmod.Program.run_lean
+    general = programmod.Program.run
+
+    def spy_lean(self, nodes, lean):
+        vals = lean_run(self, nodes, lean)
+        ran.append("lean" if vals is not None else "bail")
+        return vals
+
+    def spy_run(self, nodes, keep, layout=None):
+        ran.append("run")
+        return general(self, nodes, keep, layout)
+
+    monkeypatch.setattr(programmod.Program, "run_lean", spy_lean)
+    monkeypatch.setattr(programmod.Program, "run", spy_run)
+
+    def f(m, x):
+        return m.exp(m.sin(x) * 3 + 1) - x
+
+    small = np.random.default_rng(0).random(512)
     for _ in range(4):
-        got = lg.exp(lg.sin(lg.asarray(xn)) * 3 + 1).numpy()
-        np.testing.assert_array_equal(got, np.exp(np.sin(xn) * 3 + 1))
-    _, _, (_, _, _, layout, lean) = seen[-1]
-    assert layout is not None and any(b >= 0 for b in layout.take)  # buffers are reused
-    assert lean is None  # so the run takes the general loop
+        np.testing.assert_array_equal(f(lg, lg.asarray(small)).numpy(), f(np, small))
+    program, _, (_, _, _, layout, lean) = seen[-1]
+    assert any(b >= 0 for b in layout.take)  # the layout reuses freed buffers
+    assert lean is not None and any(step[-1] for step in lean) and ran[-1] == "lean"
+    # the same structure with values above LEAN_REUSE_BYTES: the layout (learnt small) pools them
+    large = np.random.default_rng(1).random(programmod.LEAN_REUSE_BYTES // 8 * 4)
+    ran.clear()
+    np.testing.assert_array_equal(f(lg, lg.asarray(large)).numpy(), f(np, large))
+    assert ran == ["bail", "run"] and seen[-1][0] is program
+    assert program.hot[4] is None  # later runs of this plan take the general loop at once
+    ran.clear()
+    np.testing.assert_array_equal(f(lg, lg.asarray(large)).numpy(), f(np, large))
+    assert ran == ["run"]
 
 
 def test_a_failing_lean_step_changes_nothing_and_names_the_operator():

@@ -22,6 +22,18 @@ from ops.creation import BUFFER
 from ops.node import Node
 
 
+def _baseline() -> int:
+    """The reference count `memoized` reads for a node only its list holds (the same access
+    pattern on an object only a list holds: the list, the loop variable, the call's argument)."""
+    probe = [object()]
+    for obj in probe:
+        return sys.getrefcount(obj)
+    raise AssertionError
+
+
+_BASELINE = _baseline()
+
+
 def memoized(w: Walk) -> set[int]:
     """P slots whose values are kept: roots, nodes a storage holds, nodes held from outside.
 
@@ -32,9 +44,7 @@ def memoized(w: Walk) -> set[int]:
     more references than a single consumer explains (chains never need the count).
     """
     nodes = w.nodes
-    probe = [object()]  # the same access pattern on an object only the list holds: the baseline
-    for obj in probe:
-        baseline = sys.getrefcount(obj)
+    baseline = _BASELINE
     keep = {s for s in w.roots if nodes[s].buffer is None}
     getrefcount = sys.getrefcount
     candidates = []
@@ -60,7 +70,10 @@ RELEASED: weakref.WeakSet = weakref.WeakSet()
 
 
 def realize(node: Node, buffer: np.ndarray) -> None:
-    """Turn a node into a leaf holding its value; its recorded meaning is unchanged."""
+    """Turn a node into a leaf holding its value; its recorded meaning is unchanged.
+
+    (`realize_kept` does the same inline.)
+    """
     node.buffer = buffer
     node.h = None  # its hint is now a leaf's (cache/key.py hint_of)
     node.kid = -2  # and no operation's local id: templates place it only in leaf slots
@@ -80,9 +93,19 @@ def realize_kept(nodes: list[Node], keep: set[int], pmap: list[int], vals: list[
         if q >= 0:
             buf = vals[q]
             if buf is not None:
-                if isinstance(buf, np.ndarray):  # device arrays (CuPy's) have no flags to set
+                if type(buf) is np.ndarray or isinstance(buf, np.ndarray):  # device arrays have no flags
                     buf.setflags(write=False)  # cheaper than buf.flags.writeable = False
-                realize(nodes[p], buf)
+                node = nodes[p]  # realize(node, buf), inline: every evaluation comes here
+                node.buffer = buf
+                node.h = None
+                node.kid = -2
+                if node.requires_grad and not node.grad_leaf:
+                    continue
+                if node.inputs and node.dtype.kind == "f":
+                    RELEASED.add(node)
+                node.op = BUFFER
+                node.inputs = ()
+                node.attrs = {}
 
 
 class Attempt:

@@ -153,7 +153,8 @@ def evaluate(roots: Sequence[Node], engine: Engine = ENGINE) -> None:
     every array keeps its value and the pending writes that depend on the failing operator
     are dropped (lazygraph/txn.py); the error names the line that recorded that operator.
     """
-    dev = device_of(roots)
+    d = roots[0].device if roots else HOST  # device_of(roots), inline
+    dev = HOST if d is None else d
     if len(roots) > 1 and any((r.device or HOST) is not dev for r in roots):
         for d in dict.fromkeys((r.device or HOST) for r in roots):  # one graph per device
             evaluate([r for r in roots if (r.device or HOST) is d], engine)
@@ -171,7 +172,8 @@ def evaluate(roots: Sequence[Node], engine: Engine = ENGINE) -> None:
     finally:
         if attempt.claimed:
             engine.claims.release(attempt.claimed)
-    txn.commit()
+    if txn.pending():  # histories to forget (none: nothing to walk)
+        txn.commit()
 
 
 def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str = HOST) -> None:
@@ -202,7 +204,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     if verbose >= 3:
         debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
     mode, opt, sched = SETTINGS.cache, SETTINGS.optimize, SETTINGS.schedule
-    key = _memory_key(w, opt, sched, dev)
+    key = w.key if opt and sched and dev is HOST else _memory_key(w, opt, sched, dev)
     entry = None
     keep = None  # a miss needs it to compile; on a hit it is computed as part of the run (timed so)
     if mode == "0" or not w.cacheable:
@@ -246,7 +248,8 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     t2 = time.perf_counter()
     if keep is None:
         keep = memoized(w)
-        if compiler.partial(program):  # a time-boxed structure came back: finish it (tiered.py)
+        # compiler.partial(program), inline: a time-boxed structure came back: finish it (tiered.py)
+        if "time_box" in program.tgraph.artifacts:
             tiered.finish_later(engine, entry, program, w, keep, opt, sched, mode)
     _, keepq, fkeep, layout, lean = program.plan(keep)  # memoized per keep set and layout
     # runs are metered until a layout is learnt for these kept values, and when asked for
@@ -255,9 +258,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     try:
         if meter is not None or verbose >= 2:
             vals = program.run_observed(w.nodes, keepq, layout, meter, _trace if verbose >= 2 else None)
-        elif lean is not None:
-            vals = program.run_lean(w.nodes, lean)
-        else:
+        elif lean is None or (vals := program.run_lean(w.nodes, lean)) is None:
             vals = program.run(w.nodes, keepq, layout)
     finally:
         _EXTOBJ.reset(token) if _EXTOBJ is not None else token.__exit__(None, None, None)
@@ -267,7 +268,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     realize_kept(w.nodes, keep, program.pmap, vals)  # only now: a failed run memoizes nothing
     t3 = time.perf_counter()
     prep = t2 - t1
-    # also stamps the entry's use and, on a hit, its hit count (under the statistics' lock)
+    # also stamps the entry's use and, on a hit, its hit count (a hit is queued: Stats.hit)
     if outcome == "hit":
         engine.stats.hit(entry, t1 - t0, prep, t3 - t2, len(w.nodes), t3)
     else:

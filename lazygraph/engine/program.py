@@ -34,13 +34,15 @@ from lazygraph.engine import device_run
 from lazygraph.engine.inplace import _assign_in_place  # noqa: F401  (tests import it here)
 from lazygraph.engine.kernels import FunctionKernel, Kernel, OpKernel  # noqa: F401  (imported from here)
 from lazygraph.engine.meter import Layout, Meter, owner
+from lazygraph.engine.runerrors import EvaluationError, _further, _kernel_error, _mismatch  # noqa: F401
 from ops.base import REGISTRY
 from ops.declare import Elementwise
 from ops.node import Node
 
-
-class EvaluationError(RuntimeError):
-    """An operator failed on data only known at run time (e.g. an index out of range)."""
+#: values up to this size are allocated by a lean run rather than taken from the layout's
+#: freed buffers (measured: pooling a 256 KiB value still cost more than allocating it; 64 KiB
+#: bounds the extra memory a lean run can hold at once to 64 KiB a step)
+LEAN_REUSE_BYTES = 1 << 16
 
 
 class Step:
@@ -194,10 +196,13 @@ class Program:
     def _lean(self, keep: set[int], layout: Layout | None) -> list | None:
         """`_run`'s steps for `run_lean` when none needs more than a call (None otherwise).
 
-        A lean step writes into no planned or evaluated buffer and computes one value; an
+        A lean step writes into no evaluated buffer or dying input and computes one value; an
         operator that is a bare NumPy function is called directly (its kernel only forwards).
+        A step the layout writes into a freed buffer allocates instead while its value is at
+        most `LEAN_REUSE_BYTES` (pooling costs more than allocating that); a larger one ends
+        the lean run (`run_lean` returns None) and this plan's runs take `run` from then on.
         """
-        if self.device is not None or layout is None or any(b >= 0 for b in layout.take) or any(layout.give):
+        if self.device is not None or layout is None:
             return None
         lean = []
         for i, (fn, ins, out, src, recover, dies, more) in enumerate(self.program):
@@ -206,20 +211,32 @@ class Program:
             kernel = self.steps[i].kernel
             if type(kernel) is OpKernel and type(kernel.op).kernel is Elementwise.kernel:
                 fn = kernel.op.fn
-            lean.append((fn, ins, len(ins), out, src, recover, tuple(d for d in dies if d not in keep), i))
+            pooled = layout.take[i] >= 0
+            lean.append(
+                (fn, ins, len(ins), out, src, recover, tuple(d for d in dies if d not in keep), i, pooled)
+            )
         return lean
 
-    def run_lean(self, nodes: list[Node], lean: list) -> list[Any]:
-        """`run` for a plan whose steps are plain calls (`_lean`): the same checks, fewer branches."""
+    def run_lean(self, nodes: list[Node], lean: list) -> list[Any] | None:
+        """`run` for a plan whose steps are plain calls (`_lean`): the same checks, fewer branches.
+
+        None when a value the layout pools is larger than small (nothing was written: the
+        caller runs `run`, and the plan drops its lean steps).
+        """
         vals: list[Any] = [None] * self.size
         for q, p in self.leaves:
             vals[q] = nodes[p].buffer
-        for fn, ins, n, out, src, recover, dies, i in lean:
+        for fn, ins, n, out, src, recover, dies, i, pooled in lean:
             if recover is None:
                 node = nodes[src]
                 attrs, shape, dtype = node.attrs, node.shape, node.dtype
             else:
                 attrs, shape, dtype = recover(nodes)
+            if pooled and prod(shape) * dtype.itemsize > LEAN_REUSE_BYTES:
+                hot = self.hot
+                if hot is not None and hot[4] is lean:
+                    self.hot = (*hot[:4], None)
+                return None
             try:
                 if attrs:
                     v = fn(*[vals[k] for k in ins], **attrs)
@@ -467,58 +484,6 @@ class Program:
                         meter.pooled(o)
                 del o
         return reused, written
-
-
-def _further(v: Any, more: tuple, vals: list, nodes: list[Node], step: Step) -> np.ndarray:
-    """Store a multi-output step's further values (checked) and return its first."""
-    if not isinstance(v, tuple) or len(v) != 1 + len(more):
-        raise _mismatch(nodes, step, v, (), None)
-    for (slot, shape_of, dtype), x in zip(more, v[1:]):
-        if type(x) is not np.ndarray:
-            x = np.asarray(x)
-        shape = tuple(shape_of(nodes))
-        if x.shape != shape or x.dtype != dtype:
-            raise _mismatch(nodes, step, x, shape, dtype)
-        vals[slot] = x
-    return v[0]
-
-
-def _mismatch(nodes: list[Node], step: Step, v: Any, shape: tuple, dtype: np.dtype | None) -> EvaluationError:
-    """A kernel returned something else than the graph recorded: an internal error, named."""
-    name = nodes[step.src].op.name if step.src >= 0 else step.name
-    if dtype is None:
-        what = f"{type(v).__name__} instead of {1 + len(step.more or ())} values"
-    else:
-        what = f"{np.shape(v)} {getattr(v, 'dtype', type(v).__name__)}, recorded as {shape} {dtype}"
-    err = EvaluationError(f"internal error: {name} produced {what}")
-    err.failed_step = (step.src, step.outs)
-    return err
-
-
-def _kernel_error(e: Exception, nodes: list[Node], step: Step, vals: list) -> Exception:
-    """Name the op and its operands, keeping the exception type for the common cases.
-
-    `failed_step` = (P slot or -1, output slots) tells the caller which step failed, so it can
-    undo the writes that depend on it and name the line that recorded it.
-    """
-    if step.src >= 0:
-        node = nodes[step.src]
-        name = node.op.name
-        shapes = ", ".join(f"{tuple(n.shape)} {n.dtype}" for n in node.inputs)
-    else:
-        name = "new node"
-        shapes = ", ".join(f"{np.shape(vals[i])}" for i in step.ins)
-    if getattr(type(e), "keeps_type", False):
-        # errors that are the user's to catch by type (a distributed rank that died): as they are
-        err = type(e)(*e.args)
-        err.failed_step = (step.src, step.outs)
-        return err
-    cls = (
-        type(e) if type(e) in (IndexError, ValueError, TypeError, np.linalg.LinAlgError) else EvaluationError
-    )
-    err = cls(f"{name} failed at evaluation: {e} (operands: {shapes})")
-    err.failed_step = (step.src, step.outs)
-    return err
 
 
 def copy_op(opname: str) -> Any:
