@@ -80,6 +80,7 @@ pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
 from lazygraph import array_methods as _array_methods  # noqa: E402, F401  (NumPy's ndarray methods on Array)
 from lazygraph import autograd as _autograd  # noqa: E402  (installs Array.backward, .grad)
 from lazygraph import datasets, distributed, nn, optim, superopt  # noqa: E402
+from lazygraph import masked as _masked  # noqa: E402, F401  (x[mask] deferred until its count is needed)
 from lazygraph import ufuncs as _ufuncs  # noqa: E402  (lazy ufunc methods: lg.add.at, lg.maximum.accumulate)
 from lazygraph.autograd import backward, grad  # noqa: E402, F401
 from lazygraph.engine.tiered import wait as jit_wait  # noqa: E402, F401  (background optimization and compiles done)

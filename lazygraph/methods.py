@@ -64,6 +64,24 @@ def _unary(op: str):
     return method
 
 
+def _fast_power(x: Array, exponent: Any) -> str | None:
+    """The unary operator NumPy's `x ** exponent` takes instead of `power`, so the bits match NumPy's.
+
+    NumPy's array power calls square for a Python int 2, reciprocal for -1 and sqrt for a
+    Python float 0.5 on float and complex arrays (their complex results differ from
+    `power`'s in the last bits), and square for `bool ** 2` (int8, not int64).
+    """
+    kind, t = x.dtype.kind, type(exponent)
+    if t is int:
+        if exponent == 2 and kind in "bfc":
+            return "square"
+        if exponent == -1 and kind in "fc":
+            return "reciprocal"
+    elif t is float and exponent == 0.5 and kind in "fc":
+        return "sqrt"
+    return None
+
+
 def _install() -> None:
     for dunder, op in _BINARY_DUNDERS.items():
         setattr(Array, f"__{dunder}__", _forward(op))
@@ -75,12 +93,20 @@ def _install() -> None:
         setattr(Array, f"__{dunder}__", _unary(op))
 
     def _pow(self: Array, other: Any) -> Array:
-        # NumPy's `a ** 2` (Python int 2) is np.square(a): int8, not int64, for bool arrays.
-        if type(other) is int and other == 2 and self.dtype.kind == "b":
-            return record("square", self)
-        return record_binary("pow", self, other)
+        op = _fast_power(self, other)
+        return record_binary("pow", self, other) if op is None else record(op, self)
+
+    def _ipow(self: Array, other: Any) -> Array:
+        op = _fast_power(self, other)
+        if op is None or self.dtype.kind not in "fc" or type(self)._inplace is not Array._inplace:
+            return self._inplace("pow", other)  # (0-d scalars rebind, as `x = x ** k` would)
+        if self._readonly:
+            raise ValueError("pow: output array is read-only (a broadcast view)")
+        self._write(record(op, self), op="pow")
+        return self
 
     Array.__pow__ = _pow
+    Array.__ipow__ = _ipow
 
     def _reshape(self: Array, *new_shape: Any, copy: bool | None = None) -> Array:
         """New shape (a view when possible); accepts a tuple or separate ints."""
