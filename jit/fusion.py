@@ -20,6 +20,7 @@ from math import prod
 
 from jit.domain import Domain, NotFusable, check_node
 from jit.kernel import Region
+from ops.base import is_weak_scalar
 from ops.node import Node
 
 #: members per region at most. It bounds compile time, which grows much faster than a kernel's
@@ -29,6 +30,29 @@ from ops.node import Node
 #: 1.63, 1.46 and 1.36 s (the smaller kernels keep fewer values live: fewer spills), on this
 #: 2-core machine under load. Past 64 members a further split costs one more pass over memory.
 MAX_MEMBERS = 64
+
+
+def complex_ok(n: Node) -> bool:
+    """Whether a node that touches complex values has a complex form in kernels (jit/complex_c.py).
+
+    Elementwise operators with a JIT template keyed "c" only (not reductions, composites or
+    complex Python scalars, whose scalar slot holds one real); `where` with a real condition;
+    a conversion from complex to a real kind only where a key names "c" and that kind.
+    """
+    ins = [c.dtype.kind == "c" for c in n.inputs]
+    if n.dtype.kind != "c" and not any(ins):
+        return True
+    op = n.op
+    if op.kind != "elementwise" or op.decompose is not None or not op.jit_expr:
+        return False
+    if any(flag and is_weak_scalar(c) for flag, c in zip(ins, n.inputs)):
+        return False
+    keys = [k for k in op.jit_expr if "c" in k]
+    if op.jit_loop == "select":
+        return bool(keys) and not ins[0]
+    if op.jit_loop == "convert" and ins[0] and n.dtype.kind != "c":
+        return any(n.dtype.kind in k for k in keys)
+    return bool(keys)
 
 
 class _Group:
@@ -86,6 +110,8 @@ class _Fuser:
 
     def run(self, order: Sequence[Node]) -> None:
         for n in order:
+            if not complex_ok(n):
+                continue
             try:
                 check_node(n)
             except NotFusable:

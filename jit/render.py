@@ -75,8 +75,13 @@ class Renderer:
 
     def operand(self, a: int, dtype: np.dtype) -> str:
         """Value `a` as an operand of loop dtype `dtype`."""
-        if self.spec.values[a].dtype == dtype:
+        src = self.spec.values[a].dtype
+        if src == dtype:
             return f"v{a}"
+        if types.is_complex(dtype):
+            return f"lg_cvt_{types.suffix(dtype)}(v{a})"  # NumPy's promotion: (x, +0)
+        if types.is_complex(src):
+            return f"(({self.ct(dtype)})lg_real(v{a}))"  # astype to a real: the real part
         return f"(({self.ct(dtype)})v{a})"
 
     def stage_values(self, st: int, vals: set[int]) -> None:
@@ -96,6 +101,9 @@ class Renderer:
             return f"const {t} v{i} = a{v.index}[{self.index(v.index)}];"
         if v.kind == "elem":
             ops = [self.operand(a, dt) for a, dt in zip(v.args, v.loops)]
+            if types.is_complex(v.dtype):
+                # a struct cannot be cast: complex templates give the value's own type
+                return f"const {t} v{i} = {v.expr.format(*ops)};"
             return f"const {t} v{i} = ({t})({v.expr.format(*ops)});"
         return None
 

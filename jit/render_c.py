@@ -21,6 +21,8 @@ the recursion's order. LAZYGRAPH_FAST_MATH=1 goes back to OpenMP's reductions.
 
 from __future__ import annotations
 
+from jit.complex_c import prelude as complex_prelude
+from jit.complex_c import uses_complex
 from jit.ir import Par
 from jit.render import Renderer
 from jit.render_block import MVEC, VectorBlocks, vector_declarations
@@ -167,6 +169,8 @@ def render_c(  # noqa: ANN001
         r.short = short
     body = r.body()
     head = [PRELUDE, (vector_declarations() if exact else mvec_declarations()) if mvec else ""]
+    if uses_complex(spec):
+        head.append(complex_prelude(cuda=False))
     head.append("void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {")
     nl = layout.nloops
     for li in range(nl):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from jit import types
+from jit.complex_c import prelude as complex_prelude
+from jit.complex_c import uses_complex
 from jit.ir import Par
 from jit.layout import Layout
 from jit.render import Renderer
@@ -157,7 +159,7 @@ def render_cuda(spec: Spec, layout: Layout, assign: tuple[Par, ...]) -> str:
             kind = "double" if v.dtype.kind == "f" else "int64_t"
             params.append(f"{kind} c{v.index}")
             scal.append(f"  const {r.ct(v.dtype)} v{i} = ({r.ct(v.dtype)})c{v.index};")
-    head = [PRELUDE, f'extern "C" __global__ void lg_kernel({", ".join(params)}) {{']
+    head = [PRELUDE + (complex_prelude(cuda=True) if uses_complex(spec) else ""), f'extern "C" __global__ void lg_kernel({", ".join(params)}) {{']
     head += scal
     for _st, reds in r.reds.items():
         for red in reds:

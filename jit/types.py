@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-#: dtypes fused kernels handle; float16 and complex stay with the NumPy kernels
+#: dtypes fused kernels handle; float16 stays with the NumPy kernels. Complex values are
+#: pairs of reals in C (jit/complex_c.py); only the operators with a complex JIT form take them
 SUPPORTED = frozenset(
     np.dtype(t)
     for t in (
@@ -19,6 +20,8 @@ SUPPORTED = frozenset(
         np.uint64,
         np.float32,
         np.float64,
+        np.complex64,
+        np.complex128,
     )
 )
 
@@ -34,6 +37,8 @@ _C = {
     "u8": "uint64_t",
     "f4": "float",
     "f8": "double",
+    "c8": "lg_c64",
+    "c16": "lg_c128",
 }
 
 
@@ -59,8 +64,13 @@ def ctype(dtype: np.dtype, cuda: bool = False) -> str:
 def suffix(dtype: np.dtype) -> str:
     """The helper-function suffix for a dtype (lg_floordiv_i8 is for int64)."""
     dt = np.dtype(dtype)
-    kind = {"b": "u", "i": "i", "u": "u", "f": "f"}[dt.kind]
+    kind = {"b": "u", "i": "i", "u": "u", "f": "f", "c": "c"}[dt.kind]
     return f"{kind}{dt.itemsize * 8}"
+
+
+def is_complex(dtype: np.dtype) -> bool:
+    """Complex values are structs in C: no casts, no arithmetic operators, only lg_* helpers."""
+    return np.dtype(dtype).kind == "c"
 
 
 def acc_dtype(dtype: np.dtype) -> np.dtype:

@@ -1,8 +1,7 @@
 """Complex parts: real, imag, conj, angle, and building a complex value from two parts.
 
-Each is a pointwise operator with NumPy's reference and dtype rule. The JIT has no complex
-types (jit/types.py), so the C templates cover real operands only (where the parts are the
-value itself, zero, the value and `atan2(0, x)`); complex operands run the NumPy kernels.
+Each is a pointwise operator with NumPy's reference and dtype rule. real, imag and conj have
+complex JIT forms (jit/complex_c.py); angle and make_complex of complex values run NumPy's.
 Gradients are written for real floating-point operands, the only ones autograd tracks.
 """
 
@@ -45,11 +44,18 @@ def _make_complex(re: Any, im: Any) -> Any:
     return out
 
 
-_FIUB = "fiub"
-declare_elementwise("real", _real, 1, jit={_FIUB: "{0}"}, jit_cost=0, z3=lambda Z, x: x)
-declare_elementwise("imag", _imag, 1, jit={_FIUB: "0"}, jit_cost=0, z3=lambda Z, x: x * 0)
+# real and imag read their operand in its own dtype (a conversion): of a complex value the
+# part (lg_real/lg_imag, jit/complex_c.py), of a real one the value and zero
+declare_elementwise(
+    "real", _real, 1, jit={"iub": "{0}", "fc": "lg_real({0})"}, jit_cost=0, jit_loop="convert", z3=lambda Z, x: x
+)
+declare_elementwise(
+    "imag", _imag, 1, jit={"iub": "0", "fc": "lg_imag({0})"}, jit_cost=0, jit_loop="convert", z3=lambda Z, x: x * 0
+)
 # np.conjugate is a ufunc: its loops give bool -> int8, as NumPy does
-declare_elementwise("conj", np.conjugate, 1, jit={"fiu": "{0}"}, jit_cost=0, z3=lambda Z, x: x)
+declare_elementwise(
+    "conj", np.conjugate, 1, jit={"fiu": "{0}", "c": "lg_conj_{t}({0})"}, jit_cost=0, z3=lambda Z, x: x
+)
 declare_elementwise("angle", _angle, 1, jit={"f": "atan2(({T})0, {0})"}, jit_cost=12)
 declare_elementwise("make_complex", _make_complex, 2)
 

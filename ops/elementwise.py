@@ -72,7 +72,10 @@ class Cast(Elementwise):
 # of a template are plain variables already in the loop dtype (C type {T}, {bits} wide), so a
 # template may name them twice. A kind with no template (int power: NumPy raises on negative
 # exponents) stays with the NumPy kernel. Loop dtypes are NumPy's own (ufunc.resolve_dtypes)
-# unless `jit_loop` says otherwise.
+# unless `jit_loop` says otherwise. Kind "c" is complex (jit/complex_c.py: a struct, so its
+# templates call lg_* helpers); an operator without a key naming "c" keeps complex operands on
+# NumPy's kernels (jit/fusion.py), as does a conversion from complex unless a key names both "c"
+# and the result's kind (real and imag; astype to a real type warns in NumPy, so it stays there).
 # NumPy's maximum propagates NaN, and of two equal values (+0 and -0) returns the second
 _NAN_MAX = "(({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1})"
 _NAN_MIN = "(({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1})"
@@ -95,9 +98,9 @@ def _min(Z: Any, a: Any, b: Any) -> Any:
 
 _BINARY_DECLS: tuple[tuple, ...] = (
     # name, reference, JIT templates, JIT cost, z3 specification
-    ("add", np.add, {"fiub": "{0} + {1}"}, 1, lambda Z, a, b: a + b),
-    ("subtract", np.subtract, {"fiu": "{0} - {1}"}, 1, lambda Z, a, b: a - b),
-    ("multiply", np.multiply, {"fiub": "{0} * {1}"}, 1, lambda Z, a, b: a * b),
+    ("add", np.add, {"fiub": "{0} + {1}", "c": "lg_add_{t}({0}, {1})"}, 1, lambda Z, a, b: a + b),
+    ("subtract", np.subtract, {"fiu": "{0} - {1}", "c": "lg_sub_{t}({0}, {1})"}, 1, lambda Z, a, b: a - b),
+    ("multiply", np.multiply, {"fiub": "{0} * {1}", "c": "lg_mul_{t}({0}, {1})"}, 1, lambda Z, a, b: a * b),
     ("divide", np.true_divide, {_F: "{0} / {1}"}, 4, lambda Z, a, b: a / b),
     ("floor_divide", np.floor_divide, {"fiu": "lg_floordiv_{t}({0}, {1})"}, 8, None),
     ("remainder", np.remainder, {"fiu": "lg_remainder_{t}({0}, {1})"}, 8, None),
@@ -115,8 +118,8 @@ _BINARY_DECLS: tuple[tuple, ...] = (
     ("maximum", np.maximum, {"fiub": _NAN_MAX}, 1, _max),
     ("minimum", np.minimum, {"fiub": _NAN_MIN}, 1, _min),
     ("atan2", np.arctan2, {_F: "atan2({0}, {1})"}, 12, _fn("atan2")),
-    ("equal", np.equal, {"fiub": "{0} == {1}"}, 1, None),
-    ("not_equal", np.not_equal, {"fiub": "{0} != {1}"}, 1, None),
+    ("equal", np.equal, {"fiub": "{0} == {1}", "c": "lg_eq_{t}({0}, {1})"}, 1, None),
+    ("not_equal", np.not_equal, {"fiub": "{0} != {1}", "c": "lg_ne_{t}({0}, {1})"}, 1, None),
     ("less", np.less, {"fiub": "{0} < {1}"}, 1, None),
     ("less_equal", np.less_equal, {"fiub": "{0} <= {1}"}, 1, None),
     ("greater", np.greater, {"fiub": "{0} > {1}"}, 1, None),
@@ -137,12 +140,12 @@ _BINARY_DECLS: tuple[tuple, ...] = (
 )
 
 _UNARY_DECLS: tuple[tuple, ...] = (
-    ("negative", np.negative, {"fiu": "-{0}"}, 1, lambda Z, x: -x),
-    ("positive", np.positive, {"fiu": "{0}"}, 0, lambda Z, x: x),
+    ("negative", np.negative, {"fiu": "-{0}", "c": "lg_neg_{t}({0})"}, 1, lambda Z, x: -x),
+    ("positive", np.positive, {"fiuc": "{0}"}, 0, lambda Z, x: x),
     (
         "abs",
         np.absolute,
-        {_F: "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "ub": "{0}"},
+        {_F: "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "ub": "{0}", "c": "lg_abs_{t}({0})"},
         1,
         lambda Z, x: Z.If(x >= 0, x, -x),
     ),
@@ -153,7 +156,7 @@ _UNARY_DECLS: tuple[tuple, ...] = (
     ("log2", np.log2, {_F: "log2({0})"}, 8, _fn("log2")),
     ("log10", np.log10, {_F: "log10({0})"}, 8, _fn("log10")),
     ("sqrt", np.sqrt, {_F: "sqrt({0})"}, 4, _fn("sqrt")),
-    ("square", np.square, {"fiu": "{0} * {0}", "b": "{0}"}, 1, lambda Z, x: x * x),
+    ("square", np.square, {"fiu": "{0} * {0}", "b": "{0}", "c": "lg_sq_{t}({0})"}, 1, lambda Z, x: x * x),
     ("reciprocal", np.reciprocal, {_F: "({T})1 / {0}"}, 4, lambda Z, x: 1 / x),
     ("sin", np.sin, {_F: "sin({0})"}, 10, _fn("sin")),
     ("cos", np.cos, {_F: "cos({0})"}, 10, _fn("cos")),
@@ -253,7 +256,7 @@ declare_elementwise(
     "where",
     np.where,
     3,
-    jit={"fiub": "{0} ? {1} : {2}"},
+    jit={"fiubc": "{0} ? {1} : {2}"},
     jit_cost=1,
     jit_loop="select",
     z3=lambda Z, c, x, y: Z.If(c != 0, x, y),
@@ -268,7 +271,7 @@ declare_elementwise(
     jit_loop="out",
     z3=lambda Z, x, lo, hi: _min(Z, _max(Z, x, lo), hi),
 )
-declare(Cast(), jit_expr={"fiub": "({T}){0}"}, jit_cost=1, jit_loop="convert")
+declare(Cast(), jit_expr={"fiub": "({T}){0}", "c": "lg_cvt_{t}({0})"}, jit_cost=1, jit_loop="convert")
 
 
 # ---------------------------------------------------------------------------------------
