@@ -65,9 +65,7 @@ def _helpers(t: str, real: str, suf: str, fused: bool, absmode: str, fn: str) ->
     """The helpers of one complex type (`t` lg_c64, real float, libm suffix `suf`)."""
     k = t.removeprefix("lg_")
     if fused:
-        mul = (
-            f"return lg_mk_{k}(fma{suf}(a.re, b.re, -(a.im * b.im)), fma{suf}(a.re, b.im, a.im * b.re));"
-        )
+        mul = f"return lg_mk_{k}(fma{suf}(a.re, b.re, -(a.im * b.im)), fma{suf}(a.re, b.im, a.im * b.re));"
     else:
         mul = f"return lg_mk_{k}(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);"
     if absmode == "hypot":
