@@ -56,11 +56,20 @@ def memoized(w: Walk) -> set[int]:
             candidates.append(s)
     if candidates:
         refs = w.refs  # the consumers' references: structure, counted once per template
-        history = txn.history_refs()  # write histories are not users' references
+        # nodes more referenced than their consumers explain; write histories are not users'
+        # references, counted only when some node is left (they can only lower the count)
+        held = []
         for s in candidates:
-            node = nodes[s]
-            if getrefcount(node) > baseline + refs[s] + history.get(id(node), 0):
-                keep.add(s)
+            node = nodes[s]  # (the access pattern the baseline was measured with)
+            if getrefcount(node) > baseline + refs[s]:
+                held.append(s)
+        node = None
+        if held:
+            history = txn.history_refs()
+            for s in held:
+                node = nodes[s]
+                if getrefcount(node) > baseline + refs[s] + history.get(id(node), 0):
+                    keep.add(s)
     return keep
 
 
