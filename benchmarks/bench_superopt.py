@@ -467,11 +467,10 @@ def main() -> None:
     print(f"bench_superopt: {os.cpu_count()} cores, BLAS threads {blas} (shared machine: timings are noisy)")
     from optimizer.superopt.cost import CostModel
 
+    cm = CostModel()
     if a.calibrate:
-        cm = CostModel()
         cm.calibrate()
         cm.save()
-    cm = CostModel()
     state = "calibrated here" if cm.calibrated else "built-in, not calibrated"
     print(
         f"cost model constants ({state}): GEMM {cm.flops / 1e9:.1f} GFLOP/s, bandwidth "
