@@ -15,7 +15,9 @@ take |z| as sqrt(fma(s/l, s/l, 1)) * l with l, s the larger and smaller magnitud
 and NaNs settled first). Without FMA the same formulas round each product. Which one this
 NumPy runs is probed once, on arrays long enough for its vector loops (`numpy_fuses`); the
 probe's answer is part of every complex kernel's source, hence of its store key. Helpers call
-fma explicitly, so `-ffp-contract=off` / `--fmad=false` still hold for everything else.
+fma explicitly, so `-ffp-contract=off` / `--fmad=false` still hold for everything else; they
+negate by flipping the sign bit (`lg_fneg`), because gcc 12 folds a negated single-use fma into
+one fnmsub, which loses the sign of an exact zero (-(0 * 0 - 0) is -0, fnmsub gives +0).
 Left to NumPy: division (Smith's algorithm with its own special cases), exp, log, sqrt,
 power other than squares (libm's c* functions), reductions, and complex Python scalars (a
 scalar slot carries one real).
@@ -86,8 +88,8 @@ def _helpers(t: str, real: str, suf: str, fused: bool, absmode: str, fn: str) ->
 {fn} {t} lg_sub_{k}({t} a, {t} b) {{ return lg_mk_{k}(a.re - b.re, a.im - b.im); }}
 {fn} {t} lg_mul_{k}({t} a, {t} b) {{ {mul} }}
 {fn} {t} lg_sq_{k}({t} a) {{ return lg_mul_{k}(a, a); }}
-{fn} {t} lg_neg_{k}({t} a) {{ return lg_mk_{k}(-a.re, -a.im); }}
-{fn} {t} lg_conj_{k}({t} a) {{ return lg_mk_{k}(a.re, -a.im); }}
+{fn} {t} lg_neg_{k}({t} a) {{ return lg_mk_{k}(lg_fneg(a.re), lg_fneg(a.im)); }}
+{fn} {t} lg_conj_{k}({t} a) {{ return lg_mk_{k}(a.re, lg_fneg(a.im)); }}
 {fn} int lg_eq_{k}({t} a, {t} b) {{ return a.re == b.re && a.im == b.im; }}
 {fn} int lg_ne_{k}({t} a, {t} b) {{ return a.re != b.re || a.im != b.im; }}
 {fn} {real} lg_re_{k}({t} z) {{ return z.re; }}

@@ -70,6 +70,12 @@ LG_UINT_HELPERS(uint64_t, u64)
 LG_FLOAT_HELPERS(float, f32) LG_FLOAT_HELPERS(double, f64)
 #define lg_sigmoid(x) _Generic((x), float: lg_sigmoid_f32, default: lg_sigmoid_f64)(x)
 #define lg_round(x, d) _Generic((x), float: lg_round_f32, default: lg_round_f64)((x), (d))
+/* Negation flips the sign bit: gcc folds -fma(a, b, c) into one fnmsub, which gives +0 where
+   the negated sum is -0 (an exact zero sum); complex products end in fma (jit/complex_c.py). */
+static inline float lg_fneg_f32(float x) { union { float f; uint32_t u; } t; t.f = x; t.u ^= 0x80000000u; return t.f; }
+static inline double lg_fneg_f64(double x) {
+  union { double f; uint64_t u; } t; t.f = x; t.u ^= 0x8000000000000000ull; return t.f; }
+#define lg_fneg(x) _Generic((x), float: lg_fneg_f32, default: lg_fneg_f64)(x)
 #define lg_max_(a, b) (((a) >= (b) || (a) != (a)) ? (a) : (b))
 #define lg_min_(a, b) (((a) <= (b) || (a) != (a)) ? (a) : (b))
 #define lg_clip(x, lo, hi) lg_min_(lg_max_((x), (lo)), (hi))

@@ -66,6 +66,10 @@ template <typename T> __device__ __forceinline__ T lg_round(T x, int d) {
   if (d == 0) return rint(x);
   T p = (T)pow(10.0, (double)(d > 0 ? d : -d));
   return d > 0 ? rint(x * p) / p : rint(x / p) * p; }
+// negation flips the sign bit, so no compiler folds it into a preceding fma (see render_c)
+__device__ __forceinline__ float lg_fneg(float x) { union { float f; uint32_t u; } t; t.f = x; t.u ^= 0x80000000u; return t.f; }
+__device__ __forceinline__ double lg_fneg(double x) {
+  union { double f; uint64_t u; } t; t.f = x; t.u ^= 0x8000000000000000ull; return t.f; }
 template <typename T> __device__ __forceinline__ T lg_max_(T a, T b) { return (a >= b || a != a) ? a : b; }
 template <typename T> __device__ __forceinline__ T lg_min_(T a, T b) { return (a <= b || a != a) ? a : b; }
 template <typename T> __device__ __forceinline__ T lg_clip(T x, T lo, T hi) { return lg_min_(lg_max_(x, lo), hi); }
@@ -159,7 +163,10 @@ def render_cuda(spec: Spec, layout: Layout, assign: tuple[Par, ...]) -> str:
             kind = "double" if v.dtype.kind == "f" else "int64_t"
             params.append(f"{kind} c{v.index}")
             scal.append(f"  const {r.ct(v.dtype)} v{i} = ({r.ct(v.dtype)})c{v.index};")
-    head = [PRELUDE + (complex_prelude(cuda=True) if uses_complex(spec) else ""), f'extern "C" __global__ void lg_kernel({", ".join(params)}) {{']
+    head = [
+        PRELUDE + (complex_prelude(cuda=True) if uses_complex(spec) else ""),
+        f'extern "C" __global__ void lg_kernel({", ".join(params)}) {{',
+    ]
     head += scal
     for _st, reds in r.reds.items():
         for red in reds:

@@ -140,7 +140,7 @@ _BINARY_DECLS: tuple[tuple, ...] = (
 )
 
 _UNARY_DECLS: tuple[tuple, ...] = (
-    ("negative", np.negative, {"fiu": "-{0}", "c": "lg_neg_{t}({0})"}, 1, lambda Z, x: -x),
+    ("negative", np.negative, {"iu": "-{0}", _F: "lg_fneg({0})", "c": "lg_neg_{t}({0})"}, 1, lambda Z, x: -x),
     ("positive", np.positive, {"fiuc": "{0}"}, 0, lambda Z, x: x),
     (
         "abs",

@@ -122,6 +122,10 @@ OPS: dict[str, Callable] = {
     "real_promoted": lambda F, x, y: (x * F.real(y)) + (F.imag(y) - x),
     "real_to_complex": lambda F, x, y: F.real(x).astype(y.dtype) * y,
     "float_scalar": lambda F, x, y: (x * 2.5 - 0.0) * -1.0 + 1,
+    # a negated product: -(0 * 0 - 0) is -0 (a compiler folding the negation into fma gives +0)
+    "negated_product": lambda F, x, y: -(x * y),
+    "negated_square": lambda F, x, y: F.conj(F.square(x)),
+    "negated_real_part": lambda F, x, y: -F.real(x * y),
 }
 
 
@@ -307,12 +311,11 @@ needs_emu = pytest.mark.skipif(cuda_emulated.toolchain() is None, reason="needs 
 def test_emulated_cuda_ops(dtype: type) -> None:
     a = np.repeat(GRID, len(GRID)).astype(dtype)
     b = np.tile(GRID, len(GRID)).astype(dtype)
-    fn = lambda F, x, y: (
-        F.where(  # noqa: E731
-            F.abs(x) <= 2.0, F.square(x) + y * F.real(y), -F.conj(x) - (x * y) * 1.5
-        ).astype(np.complex128)
-        + (F.imag(x) * (x != y))
-    )
+
+    def fn(F, x, y):  # noqa: ANN001, ANN202
+        picked = F.where(F.abs(x) <= 2.0, F.square(x) + y * F.real(y), -F.conj(x) - (x * y) * 1.5)
+        return picked.astype(np.complex128) + (F.imag(x) * (x != y))
+
     got, nreg = run_on("cuda-emulated", fn, a, b)
     assert nreg == 1
     same_bits(got, numpy_value(fn, a, b))
