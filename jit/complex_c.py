@@ -75,13 +75,16 @@ def _helpers(t: str, real: str, suf: str, fused: bool, absmode: str, fn: str) ->
     else:
         one = "1.0f" if suf else "1.0"
         tail = f"fma{suf}(q, q, {one})" if absmode == "fma" else f"q * q + {one}"
+        # NumPy's order of cases (infinities, then NaNs, then the ratio) as selects at the end,
+        # so gcc vectorises the loop (branches on the parts made it give up)
         ab = (
-            f"{real} r = fabs{suf}(z.re), i = fabs{suf}(z.im); const {real} inf = ({real})INFINITY;\n"
-            f"  const int ri = r == inf, ii = i == inf; if (ri) i = inf; if (ii) r = inf;\n"
-            f"  const int rn = r != r, in_ = i != i; if (rn) i = ({real})NAN; if (in_) r = ({real})NAN;\n"
+            f"const {real} r = fabs{suf}(z.re), i = fabs{suf}(z.im), inf = ({real})INFINITY;\n"
             f"  const {real} l = r > i ? r : i, s = i < r ? i : r;\n"
-            f"  const {real} q = (l == 0 || s == inf) ? ({real})0 : s / l;\n"
-            f"  return sqrt{suf}({tail}) * l;"
+            f"  const {real} q = l == 0 ? ({real})0 : s / l;\n"
+            f"  const {real} h = sqrt{suf}({tail}) * l;\n"
+            f"  const {real} h2 = r + i != r + i ? ({real})NAN : h;  /* r, i >= 0: NaN iff one is */\n"
+            f"  const {real} h3 = r == inf ? inf : h2;\n"
+            f"  return i == inf ? inf : h3;"
         )
     return f"""{fn} {t} lg_mk_{k}({real} r, {real} i) {{ {t} z; z.re = r; z.im = i; return z; }}
 {fn} {t} lg_add_{k}({t} a, {t} b) {{ return lg_mk_{k}(a.re + b.re, a.im + b.im); }}
