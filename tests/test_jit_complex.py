@@ -340,3 +340,15 @@ def test_emulated_cuda_mandelbrot_step() -> None:
     with lg.device("cuda-emulated"):
         dev = fn(lg, lg.asarray(c), lg.asarray(n0)).numpy()
     same_bits(dev, numpy_value(fn, c, n0))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_gpu_ops(dtype: type) -> None:
+    """The same kernels through NVRTC on a real GPU (skipped without one): fma, IEEE sqrt and division."""
+    a = np.repeat(GRID, len(GRID)).astype(dtype)
+    b = np.tile(GRID, len(GRID)).astype(dtype)
+    for name in ("multiply", "square", "abs", "where", "negated_product", "real_promoted", "astype"):
+        got, nreg = run_on("cuda", OPS[name], a, b)
+        assert nreg == 1
+        same_bits(got, numpy_value(OPS[name], a, b))
