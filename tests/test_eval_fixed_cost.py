@@ -54,6 +54,8 @@ PROGRAMS = [
     ("mean_keepdims", lambda m, x, y: m.mean(x - y, axis=1, keepdims=True)),
     ("compare", lambda m, x, y: x >= 0.5),
     ("matmul", lambda m, x, y: x @ y.T),
+    ("scan", lambda m, x, y: m.cumsum(x * y, axis=1)),
+    ("max_min", lambda m, x, y: m.max(x, axis=0) - m.min(y, axis=0)),
 ]
 
 
@@ -81,6 +83,10 @@ def test_lean_run_equals_numpy_and_the_general_loop(name, f, monkeypatch):
     q = program.pmap[w.roots[0]]
     np.testing.assert_array_equal(general[q], fast[q])
     np.testing.assert_array_equal(fast[q], want)
+    for fn, *_, i, _pooled in lean:  # forwarding operator kernels are skipped
+        kernel = program.steps[i].kernel
+        if type(kernel) is programmod.OpKernel and type(kernel.op).kernel in programmod._FORWARDING:
+            assert fn is kernel.op.fn
 
 
 def test_plan_follows_the_kept_set_the_layout_and_refresh(monkeypatch):

@@ -38,11 +38,14 @@ from lazygraph.engine.runerrors import EvaluationError, _further, _kernel_error,
 from ops.base import REGISTRY
 from ops.declare import Elementwise
 from ops.node import Node
+from ops.reduction import Reduction, Scan
 
 #: values up to this size are allocated by a lean run rather than taken from the layout's
 #: freed buffers (measured: pooling a 256 KiB value still cost more than allocating it; 64 KiB
 #: bounds the extra memory a lean run can hold at once to 64 KiB a step)
 LEAN_REUSE_BYTES = 1 << 16
+#: operator kernels that only call `op.fn(*inputs, **attrs)`: a lean step calls `op.fn` itself
+_FORWARDING = (Elementwise.kernel, Reduction.kernel, Scan.kernel)
 
 
 class Step:
@@ -197,7 +200,7 @@ class Program:
         """`_run`'s steps for `run_lean` when none needs more than a call (None otherwise).
 
         A lean step writes into no evaluated buffer or dying input and computes one value; an
-        operator that is a bare NumPy function is called directly (its kernel only forwards).
+        operator whose kernel only forwards to its NumPy function calls that function directly.
         A step the layout writes into a freed buffer allocates instead while its value is at
         most `LEAN_REUSE_BYTES` (pooling costs more than allocating that); a larger one ends
         the lean run (`run_lean` returns None) and this plan's runs take `run` from then on.
@@ -209,7 +212,7 @@ class Program:
             if more is not None or self.leaf_write[i] is not None or (self.inplace[i] and ins[0] not in keep):
                 return None
             kernel = self.steps[i].kernel
-            if type(kernel) is OpKernel and type(kernel.op).kernel is Elementwise.kernel:
+            if type(kernel) is OpKernel and type(kernel.op).kernel in _FORWARDING:
                 fn = kernel.op.fn
             pooled = layout.take[i] >= 0
             lean.append(
