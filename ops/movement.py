@@ -190,7 +190,9 @@ class Gather(Op):
 
     def kernel(self, src: np.ndarray, *idx: Any, index: Template) -> np.ndarray:
         """Fancy indexing (NumPy's rules, in the source's namespace)."""
-        return namespace(src).asarray(src)[build_index(index, idx)]
+        if type(src) is not np.ndarray:  # NumPy scalars and device arrays: through their namespace
+            src = namespace(src).asarray(src)
+        return src[build_index(index, idx)]
 
 
 def resolve_shape(op: str, shape: Any, size: int) -> tuple[int, ...]:
