@@ -104,8 +104,14 @@ def _helpers(t: str, real: str, suf: str, fused: bool, absmode: str, fn: str) ->
 
 
 def uses_complex(spec) -> bool:  # noqa: ANN001
-    """Whether a kernel computes, reads or writes complex values (only then the prelude grows)."""
-    return any(v.dtype.kind == "c" for v in spec.values) or any(a.dtype.kind == "c" for a in spec.arrays)
+    """Whether a kernel needs the complex helpers (only then the prelude grows).
+
+    Complex values, arrays, or real and imag of a real value (their templates are the
+    generic `lg_real` / `lg_imag`, whose real case is defined here too).
+    """
+    if any(v.dtype.kind == "c" for v in spec.values) or any(a.dtype.kind == "c" for a in spec.arrays):
+        return True
+    return any(v.kind == "elem" and ("lg_real(" in v.expr or "lg_imag(" in v.expr) for v in spec.values)
 
 
 @lru_cache(maxsize=4)

@@ -352,3 +352,13 @@ def test_gpu_ops(dtype: type) -> None:
         got, nreg = run_on("cuda", OPS[name], a, b)
         assert nreg == 1
         same_bits(got, numpy_value(OPS[name], a, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.bool_])
+def test_real_and_imag_of_real_arrays(dtype: type) -> None:
+    """real/imag of a real operand: the value and zero, in the operand's dtype, fused."""
+    x = np.array([0.0, -0.0, 1.5, -np.inf, np.nan, 7.0]).astype(dtype) if dtype != np.bool_ else GRID.real > 0
+    fn = lambda F, a: F.real(a) + F.imag(a)  # noqa: E731
+    got, regions = run_cpu(fn, x)
+    same_bits(got, numpy_value(fn, x))
+    assert len(regions) == 1
