@@ -86,11 +86,33 @@ def _helpers(t: str, real: str, suf: str, fused: bool, absmode: str, fn: str) ->
             f"  const {real} h3 = r == inf ? inf : h2;\n"
             f"  return i == inf ? inf : h3;"
         )
+    one = "1.0f" if suf else "1.0"
+    # NumPy's complex division (loops.c.src, a scalar loop: no fma): Smith's algorithm after
+    # its NaN/infinity cases, in its order of operations
+    div = (
+        f"const {real} ar = a.re, ai = a.im, br = b.re, bi = b.im, inf = ({real})INFINITY;\n"
+        f"  const {real} bra = fabs{suf}(br), bia = fabs{suf}(bi);\n"
+        f"  const int arn = ar != ar, ain = ai != ai;\n"
+        f"  if (br == br && bi == bi && (arn || ain) && ((((!arn && fabs{suf}(ar) == inf) ||\n"
+        f"      (!ain && fabs{suf}(ai) == inf)) && (br != 0 || bi != 0)) || (bra == inf && bia == inf))) {{\n"
+        f"    const {real} n = arn ? ar : ai; return lg_mk_{k}(n, n); }}\n"
+        f"  if (bra >= bia) {{\n"
+        f"    if (bra == 0 && bia == 0) {{\n"
+        f"      if ((arn && (ai == 0 || ain)) || (ar == 0 && ain)) return lg_mk_{k}(arn ? ar : ai, ain ? ai : ar);\n"
+        f"      return lg_mk_{k}(ar / bra, ai / bia); }}\n"
+        f"    const {real} rat = bi / br, scl = {one} / (br + bi * rat);\n"
+        f"    return lg_mk_{k}((ar + ai * rat) * scl, (ai + lg_fneg(ar * rat)) * scl); }}\n"
+        f"  const {real} rat = br / bi, scl = {one} / (bi + br * rat);\n"
+        f"  return lg_mk_{k}((ar * rat + ai) * scl, (ai * rat + lg_fneg(ar)) * scl);"
+    )
     return f"""{fn} {t} lg_mk_{k}({real} r, {real} i) {{ {t} z; z.re = r; z.im = i; return z; }}
 {fn} {t} lg_add_{k}({t} a, {t} b) {{ return lg_mk_{k}(a.re + b.re, a.im + b.im); }}
 {fn} {t} lg_sub_{k}({t} a, {t} b) {{ return lg_mk_{k}(a.re - b.re, a.im - b.im); }}
 {fn} {t} lg_mul_{k}({t} a, {t} b) {{ {mul} }}
 {fn} {t} lg_sq_{k}({t} a) {{ return lg_mul_{k}(a, a); }}
+{fn} {t} lg_div_{k}({t} a, {t} b) {{
+  {div}
+}}
 {fn} {t} lg_neg_{k}({t} a) {{ return lg_mk_{k}(lg_fneg(a.re), lg_fneg(a.im)); }}
 {fn} {t} lg_conj_{k}({t} a) {{ return lg_mk_{k}(a.re, lg_fneg(a.im)); }}
 {fn} int lg_eq_{k}({t} a, {t} b) {{ return a.re == b.re && a.im == b.im; }}

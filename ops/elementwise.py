@@ -101,7 +101,7 @@ _BINARY_DECLS: tuple[tuple, ...] = (
     ("add", np.add, {"fiub": "{0} + {1}", "c": "lg_add_{t}({0}, {1})"}, 1, lambda Z, a, b: a + b),
     ("subtract", np.subtract, {"fiu": "{0} - {1}", "c": "lg_sub_{t}({0}, {1})"}, 1, lambda Z, a, b: a - b),
     ("multiply", np.multiply, {"fiub": "{0} * {1}", "c": "lg_mul_{t}({0}, {1})"}, 1, lambda Z, a, b: a * b),
-    ("divide", np.true_divide, {_F: "{0} / {1}"}, 4, lambda Z, a, b: a / b),
+    ("divide", np.true_divide, {_F: "{0} / {1}", "c": "lg_div_{t}({0}, {1})"}, 4, lambda Z, a, b: a / b),
     ("floor_divide", np.floor_divide, {"fiu": "lg_floordiv_{t}({0}, {1})"}, 8, None),
     ("remainder", np.remainder, {"fiu": "lg_remainder_{t}({0}, {1})"}, 8, None),
     # C's fmod is NumPy's float loop; integer fmod by zero (0, with a warning) stays with NumPy
