@@ -45,6 +45,7 @@ from numpy_models import NumpyCNN, NumpyMLP  # noqa: E402
 
 import lazygraph as lg  # noqa: E402
 from lazygraph import nn  # noqa: E402
+from ops.settings import SETTINGS  # noqa: E402
 
 try:
     import torch
@@ -101,16 +102,9 @@ def unoptimized(step: Step) -> Step:
     """The step on lazygraph's reference path: no passes, no JIT (Q = P, NumPy kernels)."""
 
     def run(x: np.ndarray, y: np.ndarray) -> float:
-        saved = {k: os.environ.get(k) for k in ("LAZYGRAPH_OPTIMIZE", "LAZYGRAPH_JIT")}
-        os.environ["LAZYGRAPH_OPTIMIZE"] = os.environ["LAZYGRAPH_JIT"] = "0"
-        try:
+        # settings are parsed once per process: the environment alone would be ignored
+        with SETTINGS.override(optimize=False, jit=False):
             return step(x, y)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
     return run
 
@@ -258,18 +252,11 @@ def breakdown(steps: int = 3, top: int = 12) -> list[tuple[float, str]]:
     for x, y in data[:2]:  # optimization and warm-up
         step(x, y)
     lg.jit_wait()
-    saved = os.environ.get("LAZYGRAPH_DEBUG")
-    os.environ["LAZYGRAPH_DEBUG"] = "2"
     buf = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(buf):
-            for x, y in data[2:]:
-                step(x, y)
-    finally:
-        if saved is None:
-            os.environ.pop("LAZYGRAPH_DEBUG", None)
-        else:
-            os.environ["LAZYGRAPH_DEBUG"] = saved
+    # settings are parsed once per process: the environment variable alone would be ignored
+    with SETTINGS.override(debug=2), contextlib.redirect_stderr(buf):
+        for x, y in data[2:]:
+            step(x, y)
     per: dict[str, list[float]] = {}
     for line in buf.getvalue().splitlines():
         m = re.match(r"\[lazygraph\]\s+(.+?) \w+: ([0-9.]+) us$", line)
