@@ -47,10 +47,22 @@ def _make_complex(re: Any, im: Any) -> Any:
 # real and imag read their operand in its own dtype (a conversion): of a complex value the
 # part (lg_real/lg_imag, jit/complex_c.py), of a real one the value and zero
 declare_elementwise(
-    "real", _real, 1, jit={"iub": "{0}", "fc": "lg_real({0})"}, jit_cost=0, jit_loop="convert", z3=lambda Z, x: x
+    "real",
+    _real,
+    1,
+    jit={"iub": "{0}", "fc": "lg_real({0})"},
+    jit_cost=0,
+    jit_loop="convert",
+    z3=lambda Z, x: x,
 )
 declare_elementwise(
-    "imag", _imag, 1, jit={"iub": "0", "fc": "lg_imag({0})"}, jit_cost=0, jit_loop="convert", z3=lambda Z, x: x * 0
+    "imag",
+    _imag,
+    1,
+    jit={"iub": "0", "fc": "lg_imag({0})"},
+    jit_cost=0,
+    jit_loop="convert",
+    z3=lambda Z, x: x * 0,
 )
 # np.conjugate is a ufunc: its loops give bool -> int8, as NumPy does
 declare_elementwise(
