@@ -16,6 +16,8 @@ import os
 
 import numpy as np
 
+from jit import conv_simd
+from jit.blas_quiet import park_blas_workers
 from jit.window import HEAD, SIG, function, geometry, im2col_into
 from ops.conv import out_hw
 
@@ -51,6 +53,8 @@ def forward(
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """conv2d (one group, rows orientation): NCHW output, bias added as it is laid out."""
+    if conv_simd.applies(np.asarray(x).dtype, w.shape):
+        return conv_simd.forward(x, w, b, s, p, d, out=out)
     x = np.ascontiguousarray(x)
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
@@ -76,6 +80,8 @@ def grad_weight(
     g: np.ndarray, x: np.ndarray, w_shape: tuple, s: Pair, p: Pair, d: Pair, out: np.ndarray | None = None
 ) -> np.ndarray:
     """d(conv2d)/d(w): per chunk, the columns' transpose times the cotangent's rows, summed."""
+    if conv_simd.applies(g.dtype, w_shape):
+        return conv_simd.grad_weight(g, x, w_shape, s, p, d, out=out)
     x = np.ascontiguousarray(x)
     n, c, h, wd = x.shape
     o, _, kh, kw = w_shape
@@ -249,6 +255,7 @@ def direct_forward(
     ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     y = out if out is not None else np.empty((n, o, ho, wo), dtype=x.dtype)
     fn = function(_direct_forward_source, (x.dtype,), (kh, kw), s, p, d)
+    park_blas_workers()
     fn([x, w, None if b is None else np.ascontiguousarray(b), y], [n, c, h, wd, o, ho, wo])
     return y
 
@@ -266,6 +273,7 @@ def direct_grad_weight(
     threads = max(1, min(len(os.sched_getaffinity(0)), n))
     part = np.zeros((threads, o, k), dtype=g.dtype)  # blocks of threads that never start stay 0
     fn = function(_direct_grad_weight_source, (g.dtype,), (kh, kw), s, p, d)
+    park_blas_workers()
     fn([g, x, part], [n, c, h, wd, o, ho, wo, threads])
     res = out if out is not None else np.empty((o, c, kh, kw), dtype=g.dtype)
     np.sum(part, axis=0, out=res.reshape(o, k))
