@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numbers
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from math import prod
 from typing import Any
 
@@ -37,18 +37,19 @@ ASSIGN = REGISTRY["assign"]
 class Storage:
     """The buffer several views share; `node` is its current value."""
 
-    __slots__ = ("node", "requires_grad", "static", "grad", "hist", "ghist", "__weakref__")
+    # Not slotted: one storage is made per recorded operation, and the fields below are rarely
+    # set, so class-level defaults make a new storage one attribute store instead of six.
+    requires_grad = False  # a leaf of differentiation (a parameter)
+    static = False  # model state: every value it holds is marked static (see mark_static)
+    grad: Array | None = None
+    # the values held since the last evaluated one, so a failed evaluation can drop the
+    # writes that caused it (lazygraph/txn.py); None while no write is pending
+    hist: list[Node] | None = None
+    ghist: list[Node | None] | None = None  # `.grad` values backward() replaced
 
     def __init__(self, node: Node) -> None:
         node.users += 1
         self.node = node
-        self.requires_grad = False  # a leaf of differentiation (a parameter)
-        self.static = False  # model state: every value it holds is marked static (see mark_static)
-        self.grad: Array | None = None
-        # the values held since the last evaluated one, so a failed evaluation can drop the
-        # writes that caused it (lazygraph/txn.py); None while no write is pending
-        self.hist: list[Node] | None = None
-        self.ghist: list[Node | None] | None = None  # `.grad` values backward() replaced
 
     def restore_grad(self, node: Node | None) -> None:
         """Put back a `.grad` value a failed backward() replaced (txn.rollback asks, as it sits below Array)."""
@@ -670,97 +671,200 @@ def _remember(cache: dict, key: tuple, result: Array) -> Array:
     return result
 
 
-def record_binary(op: str, x: Any, y: Any) -> Array:
-    """`record(op, x, y)` for a binary elementwise operator, memoized per operand signature."""
+#: Node's fields in the order ops/node.py sets them; `_result` builds a node field by field
+#: (no `__init__` frame: a third of a node's cost) only while this list is Node's own.
+_NODE_FIELDS = (
+    "op", "inputs", "attrs", "shape", "dtype", "buffer", "users", "requires_grad",
+    "grad_leaf", "static", "device", "kid", "h", "__weakref__",
+)  # fmt: skip
+_DIRECT = tuple(Node.__slots__) == _NODE_FIELDS
+_new = object.__new__
+
+
+def _result(opdef: Any, inputs: tuple, shape: tuple, dtype: np.dtype, kid: int, h: int) -> Node:
+    """A recorded operation's node, as `Node(opdef, inputs, {}, shape, dtype)` with its key parts."""
+    if not _DIRECT:
+        node = Node(opdef, inputs, {}, shape, dtype)
+        node.kid = kid
+        node.h = h
+        return node
+    node = _new(Node)
+    node.op = opdef
+    node.inputs = inputs
+    node.attrs = {}
+    node.shape = shape
+    node.dtype = dtype
+    node.buffer = None
+    node.users = 0
+    node.requires_grad = node.grad_leaf = node.static = False
+    node.device = inputs[0].device
+    node.kid = kid
+    node.h = h
+    return node
+
+
+def _fresh(node: Node) -> Array:
+    """`Array(Storage(node))` without the two `__init__` frames (the lean path's result)."""
+    node.users += 1
+    storage = _new(Storage)
+    storage.node = node
+    arr = _new(Array)
+    arr._storage = storage
+    arr._view = arr._vnode = arr._vbase = None
+    arr._readonly = False
+    return arr
+
+
+def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
+    """The lean recorder of one binary elementwise operator: `f(x, y)` is `record(op, x, y)`.
+
+    The operator, its memo and the names the hit path reads are bound once here, so that `a + b`
+    costs one Python call after the operator's own (methods.py installs these as the dunders).
+    """
+    f = _BINARY.get(op)
+    if f is not None:
+        return f
     opdef = REGISTRY[op]
     cache = opdef.sig_cache
     if cache is None or opdef.arity != 2:
-        return record(op, x, y)
-    tx = type(x)
-    ty = type(y)
-    if tx in _PLAIN:
-        nx = x._storage.node if x._view is None else x.node
-        if ty in _PLAIN:
+
+        def f(x: Any, y: Any) -> Array:
+            return record(op, x, y)
+
+        _BINARY[op] = f
+        return f
+    lookup = cache.get
+    plain = _PLAIN
+    scalar = SCALAR
+    new_node = Node
+    result = _result
+    fresh = _fresh
+    grad = GRAD_STATE
+    f64, i64, small = _F64, _I64, _SMALL_INT
+
+    def f(x: Any, y: Any) -> Array:
+        tx = type(x)
+        ty = type(y)
+        if tx in plain:
+            nx = x._storage.node if x._view is None else x.node
+            if ty in plain:
+                ny = y._storage.node if y._view is None else y.node
+                key = (nx.dtype, nx.shape, ny.dtype, ny.shape)
+            elif ty is float:
+                key = (nx.dtype, nx.shape, float, None)
+                ny = new_node(scalar, (), {}, (), f64, y)
+            elif ty is int and 0 <= y <= 127:
+                key = (nx.dtype, nx.shape, small, None)
+                ny = new_node(scalar, (), {}, (), i64, y)
+            else:
+                sig = _weak(y)
+                if sig is None:
+                    return f(x, y) if _adopt(ty) else record(op, x, y)
+                key = (nx.dtype, nx.shape, sig, None)
+                ny = new_node(scalar, (), {}, (), _SCALAR_DTYPES[ty], y)
+        elif ty in plain:
             ny = y._storage.node if y._view is None else y.node
-            key = (nx.dtype, nx.shape, ny.dtype, ny.shape)
-        elif ty is float:
-            key = (nx.dtype, nx.shape, float, None)
-            ny = Node(SCALAR, (), {}, (), _F64, y)
-        elif ty is int and 0 <= y <= 127:
-            key = (nx.dtype, nx.shape, _SMALL_INT, None)
-            ny = Node(SCALAR, (), {}, (), _I64, y)
-        else:
-            sig = _weak(y)
+            sig = _weak(x)
             if sig is None:
-                return record_binary(op, x, y) if _adopt(ty) else record(op, x, y)
-            key = (nx.dtype, nx.shape, sig, None)
-            ny = Node(SCALAR, (), {}, (), _SCALAR_DTYPES[ty], y)
-    elif ty in _PLAIN:
-        ny = y._storage.node if y._view is None else y.node
-        sig = _weak(x)
-        if sig is None:
-            return record_binary(op, x, y) if _adopt(tx) else record(op, x, y)
-        key = (sig, None, ny.dtype, ny.shape)
-        nx = Node(SCALAR, (), {}, (), _SCALAR_DTYPES[tx], x)
-    else:
-        return record_binary(op, x, y) if _adopt(tx, ty) else record(op, x, y)
-    hit = cache.get(key)
-    if hit is None:
-        return _remember(cache, key, record(op, x, y))
-    shape, dtype, fc, fallible, kid, hx, hy = hit
-    node = Node(opdef, (nx, ny), {}, shape, dtype)
-    node.kid = kid  # the structural key's parts, hashed as recorded (cache/key.py)
-    if hx is None:
-        hx = nx.h
-        if hx is None:
-            hx = hint_of(nx)
-    if hy is None:
-        hy = ny.h
-        if hy is None:
-            hy = hint_of(ny)
-    node.h = hash((kid, hx, hy))
-    if nx.op is SCALAR and ny.op is SCALAR:
-        node.device = None  # Python scalars only (a gradient's `y - 1`): joins any device
-    elif nx.device is not ny.device:  # a scalar or NumPy operand joins; two devices raise
-        node.device = place(op, (nx, ny))
-    if fc:  # gradmode.track
-        if GRAD_STATE.enabled:
-            if nx.requires_grad or ny.requires_grad:
-                node.requires_grad = True
+                return f(x, y) if _adopt(tx) else record(op, x, y)
+            key = (sig, None, ny.dtype, ny.shape)
+            nx = new_node(scalar, (), {}, (), _SCALAR_DTYPES[tx], x)
         else:
-            node.grad_leaf = True
-    if fallible:
-        txn.note_origin(node)
-    return Array(Storage(node))
+            return f(x, y) if _adopt(tx, ty) else record(op, x, y)
+        hit = lookup(key)
+        if hit is None:
+            return _remember(cache, key, record(op, x, y))
+        shape, dtype, fc, fallible, kid, hx, hy = hit
+        if hx is None:
+            hx = nx.h
+            if hx is None:
+                hx = hint_of(nx)
+        if hy is None:
+            hy = ny.h
+            if hy is None:
+                hy = hint_of(ny)
+        # the structural key's parts, hashed as recorded (cache/key.py)
+        node = result(opdef, (nx, ny), shape, dtype, kid, hash((kid, hx, hy)))
+        if nx.op is scalar and ny.op is scalar:
+            node.device = None  # Python scalars only (a gradient's `y - 1`): joins any device
+        elif nx.device is not ny.device:  # a scalar or NumPy operand joins; two devices raise
+            node.device = place(op, (nx, ny))
+        if fc:  # gradmode.track
+            if grad.enabled:
+                if nx.requires_grad or ny.requires_grad:
+                    node.requires_grad = True
+            else:
+                node.grad_leaf = True
+        if fallible:
+            txn.note_origin(node)
+        return fresh(node)
+
+    f.__name__ = f.__qualname__ = op
+    _BINARY[op] = f
+    return f
+
+
+def unary_recorder(op: str) -> Callable[[Any], Array]:
+    """The lean recorder of one unary elementwise operator: `f(x)` is `record(op, x)`."""
+    f = _UNARY.get(op)
+    if f is not None:
+        return f
+    opdef = REGISTRY[op]
+    cache = opdef.sig_cache
+    if cache is None or opdef.arity != 1:
+
+        def f(x: Any) -> Array:
+            return record(op, x)
+
+        _UNARY[op] = f
+        return f
+    lookup = cache.get
+    plain = _PLAIN
+    result = _result
+    fresh = _fresh
+    grad = GRAD_STATE
+
+    def f(x: Any) -> Array:
+        if type(x) not in plain and not _adopt(type(x)):
+            return record(op, x)
+        nx = x._storage.node if x._view is None else x.node
+        key = (nx.dtype, nx.shape)
+        hit = lookup(key)
+        if hit is None:
+            return _remember(cache, key, record(op, x))
+        shape, dtype, fc, fallible, kid, _ = hit
+        hx = nx.h
+        node = result(opdef, (nx,), shape, dtype, kid, hash((kid, hint_of(nx) if hx is None else hx)))
+        if fc:  # gradmode.track
+            if grad.enabled:
+                if nx.requires_grad:
+                    node.requires_grad = True
+            else:
+                node.grad_leaf = True
+        if fallible:
+            txn.note_origin(node)
+        return fresh(node)
+
+    f.__name__ = f.__qualname__ = op
+    _UNARY[op] = f
+    return f
+
+
+#: operator name -> its lean recorder (built on first use)
+_BINARY: dict[str, Callable[[Any, Any], Array]] = {}
+_UNARY: dict[str, Callable[[Any], Array]] = {}
+
+
+def record_binary(op: str, x: Any, y: Any) -> Array:
+    """`record(op, x, y)` for a binary elementwise operator, memoized per operand signature."""
+    f = _BINARY.get(op)
+    return (binary_recorder(op) if f is None else f)(x, y)
 
 
 def record_unary(op: str, x: Any) -> Array:
     """`record(op, x)` for a unary elementwise operator, memoized per operand signature."""
-    opdef = REGISTRY[op]
-    cache = opdef.sig_cache
-    if cache is None or opdef.arity != 1:
-        return record(op, x)
-    if type(x) not in _PLAIN and not _adopt(type(x)):
-        return record(op, x)
-    nx = x._storage.node if x._view is None else x.node
-    key = (nx.dtype, nx.shape)
-    hit = cache.get(key)
-    if hit is None:
-        return _remember(cache, key, record(op, x))
-    shape, dtype, fc, fallible, kid, _ = hit
-    node = Node(opdef, (nx,), {}, shape, dtype)
-    node.kid = kid
-    hx = nx.h
-    node.h = hash((kid, hint_of(nx) if hx is None else hx))
-    if fc:  # gradmode.track
-        if GRAD_STATE.enabled:
-            if nx.requires_grad:
-                node.requires_grad = True
-        else:
-            node.grad_leaf = True
-    if fallible:
-        txn.note_origin(node)
-    return Array(Storage(node))
+    f = _UNARY.get(op)
+    return (unary_recorder(op) if f is None else f)(x)
 
 
 # -- the lean recording path of writes (lazygraph/writes.py) ------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from lazygraph import api, fallback, shape
-from lazygraph.array import Array, record, record_binary, record_unary
+from lazygraph.array import Array, binary_recorder, record, record_binary, unary_recorder
 
 _BINARY_DUNDERS = {
     "add": "add",
@@ -37,15 +37,15 @@ _UNARY_DUNDERS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": 
 
 
 def _forward(op: str):
-    def method(self: Array, other: Any) -> Array:
-        return record_binary(op, self, other)
-
-    return method
+    # the lean recorder itself is the method: `a + b` is one Python call (array.binary_recorder)
+    return binary_recorder(op)
 
 
 def _reflected(op: str):
+    forward = binary_recorder(op)
+
     def method(self: Array, other: Any) -> Array:
-        return record_binary(op, other, self)
+        return forward(other, self)
 
     return method
 
@@ -58,10 +58,7 @@ def _inplace(op: str):
 
 
 def _unary(op: str):
-    def method(self: Array) -> Array:
-        return record_unary(op, self)
-
-    return method
+    return unary_recorder(op)
 
 
 def _fast_power(x: Array, exponent: Any) -> str | None:
