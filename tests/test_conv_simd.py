@@ -1,0 +1,143 @@
+"""The AVX-512 implicit-GEMM convolution (jit/conv_simd.py) against the reference kernels.
+
+Geometries cover strides, padding, dilation, 1x1 and non-square windows; shapes cover batch
+0 and 1, channel counts that leave partial 6-row tiles, and every tile width (NV = 1..4
+vectors of 16 output channels). On a CPU without AVX-512 the kernels must decline.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from jit import blas_quiet, conv, conv_simd
+from ops.base import REGISTRY
+
+# (kernel, stride, padding, dilation, input height/width)
+GEOMETRIES = [
+    ((5, 5), (1, 1), (2, 2), (1, 1), (9, 7)),
+    ((3, 3), (2, 2), (1, 1), (1, 1), (8, 9)),
+    ((3, 2), (1, 2), (0, 1), (2, 1), (7, 8)),
+    ((1, 1), (1, 1), (0, 0), (1, 1), (3, 2)),
+    ((1, 1), (2, 2), (0, 0), (1, 1), (1, 1)),
+    ((3, 3), (1, 1), (1, 1), (2, 2), (6, 6)),
+]
+
+# (batch, input channels, output channels): NV 4, 3, 1 (80 = 5 x 16), 2; C % 6 != 0
+SHAPES = [(3, 7, 64), (1, 13, 48), (2, 1, 80), (0, 3, 32), (2, 6, 16)]
+
+
+def _attrs(s, p, d) -> dict:  # noqa: ANN001
+    return {"stride": s, "padding": p, "dilation": d, "groups": 1}
+
+
+def _data(n: int, c: int, o: int, geo: tuple, seed: int):  # noqa: ANN202
+    k, s, p, d, hw = geo
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, *hw)).astype(np.float32)
+    w = rng.standard_normal((o, c, *k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    return x, w, b
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES)
+def test_forward_and_weight_gradient_match_reference(geo: tuple) -> None:
+    k, s, p, d, _ = geo
+    for i, (n, c, o) in enumerate(SHAPES):
+        x, w, b = _data(n, c, o, geo, i)
+        attrs = _attrs(s, p, d)
+        want = REGISTRY["conv2d"].kernel(x, w, b, **attrs)
+        g = np.random.default_rng(i).standard_normal(want.shape).astype(np.float32)
+        gw = REGISTRY["conv2d_grad_weight"].kernel(g, x, w, **attrs)
+        if not conv_simd.has_avx512():
+            assert not conv_simd.applies(x.dtype, w.shape)
+            continue
+        assert conv_simd.applies(x.dtype, w.shape)
+        _close(conv_simd.forward(x, w, b, s, p, d), want)
+        _close(conv_simd.forward(x, w, None, s, p, d), REGISTRY["conv2d"].kernel(x, w, None, **attrs))
+        _close(conv_simd.grad_weight(g, x, w.shape, s, p, d), gw)
+        # non-contiguous inputs are laid out first
+        xt = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
+        _close(conv_simd.forward(xt, w, b, s, p, d), want)
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES[:3])
+def test_routed_through_the_window_kernels(geo: tuple) -> None:
+    """conv.KERNELS sends float32 shapes here, with out= buffers, and the input gradient via the forward."""
+    k, s, p, d, _ = geo
+    n, c, o = 2, 64, 16  # C*kH*kW >= O: the GEMM route, and O <= C for the input gradient
+    x, w, b = _data(n, c, o, geo, 7)
+    attrs = _attrs(s, p, d)
+    want = REGISTRY["conv2d"].kernel(x, w, b, **attrs)
+    buf = np.full(want.shape, 7, dtype=np.float32)
+    assert conv.KERNELS["conv2d"](x, w, b, out=buf, **attrs) is buf
+    _close(buf, want)
+    g = np.random.default_rng(1).standard_normal(want.shape).astype(np.float32)
+    wbuf = np.full(w.shape, 7, dtype=np.float32)
+    assert conv.KERNELS["conv2d_grad_weight"](g, x, w, out=wbuf, **attrs) is wbuf
+    _close(wbuf, REGISTRY["conv2d_grad_weight"].kernel(g, x, w, **attrs))
+    gi = conv.KERNELS["conv2d_grad_input"](g, w, x, **attrs)
+    if conv.grad_input_applies(w.shape, s, p, d):
+        _close(gi, REGISTRY["conv2d_grad_input"].kernel(g, w, x, **attrs))
+    else:
+        assert gi is None
+
+
+def test_out_buffer_that_does_not_fit_is_filled_by_copy() -> None:
+    geo = GEOMETRIES[0]
+    x, w, b = _data(2, 3, 16, geo, 3)
+    want = REGISTRY["conv2d"].kernel(x, w, b, **_attrs(*geo[1:4]))
+    if not conv_simd.has_avx512():
+        return
+    out = np.zeros(want.shape[::-1], dtype=np.float32).T  # right shape, Fortran order
+    assert conv_simd.forward(x, w, b, *geo[1:4], out=out) is out
+    _close(np.ascontiguousarray(out), want)
+
+
+def test_declines_what_it_does_not_cover(monkeypatch) -> None:  # noqa: ANN001
+    f4 = np.dtype(np.float32)
+    assert not conv_simd.applies(np.dtype(np.float64), (64, 8, 3, 3))
+    assert not conv_simd.applies(f4, (24, 8, 3, 3))  # not a multiple of 16
+    assert not conv_simd.applies(f4, (0, 8, 3, 3))
+    assert not conv_simd.applies(f4, (512, 512, 3, 3))  # the weight slice outgrows L2: BLAS
+    monkeypatch.setenv("LAZYGRAPH_CONV_SIMD", "0")
+    assert not conv_simd.applies(f4, (64, 64, 5, 5))
+    # the chunked BLAS path then gives the same values
+    geo = GEOMETRIES[0]
+    x, w, b = _data(2, 64, 16, geo, 5)
+    _close(
+        conv.KERNELS["conv2d"](x, w, b, **_attrs(*geo[1:4])),
+        REGISTRY["conv2d"].kernel(x, w, b, **_attrs(*geo[1:4])),
+    )
+    monkeypatch.delenv("LAZYGRAPH_CONV_SIMD")
+    assert conv_simd.applies(f4, (64, 64, 5, 5)) == conv_simd.has_avx512()
+
+
+def test_parking_blas_workers_keeps_blas_working(monkeypatch) -> None:  # noqa: ANN001
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((300, 300))
+    want = a @ a
+    found = blas_quiet._openblas() is not None
+    assert blas_quiet.park_blas_workers() == found
+    np.testing.assert_allclose(a @ a, want)  # the next call starts the workers again
+    # another thread that might be inside BLAS: no shutdown
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="user-thread")
+    other.start()
+    try:
+        a @ a
+        assert not blas_quiet.park_blas_workers()
+    finally:
+        stop.set()
+        other.join()
+    monkeypatch.setenv("LAZYGRAPH_BLAS_QUIET", "0")
+    a @ a
+    assert not blas_quiet.park_blas_workers()
+    np.testing.assert_allclose(a @ a, want)
