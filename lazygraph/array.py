@@ -508,6 +508,12 @@ class Array:
             raise ValueError("setitem: assignment destination is read-only (a broadcast view)")
         sig = None
         if type(self) in _LEAN:
+            if (
+                type(value) is Scalar
+                and type(value._storage) is _Update
+                and _write_update(self, key, value._storage)
+            ):
+                return  # `a[i] op= v`: one `update` node
             view = self._view
             view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)
             if view is not None:
@@ -571,7 +577,9 @@ class Array:
                     return Array(self._storage, view, self._readonly)
                 # NumPy: one element by integers is a scalar, i.e. a copy (`s = x[1, 2]; s += 1`)
                 base = self._storage.node
-                return Scalar(Storage(base if not base.shape else writes.view_node(base, view)))
+                if not base.shape:
+                    return Scalar(Storage(base))
+                return _element(self, key, base, view)  # its node is built when read
         if type(key) is Array:
             hook = DEFERRED[0]
             if hook is not None:
@@ -605,7 +613,143 @@ class Scalar(Array):
     __slots__ = ()
 
     def _inplace(self, op: str, other: Any) -> Array:
+        if type(self._storage) is _Element:
+            pending = _pending_update(self, op, other)
+            if pending is not None:
+                return pending
         return record_binary(op, self, other)
+
+
+# -- `a[i] += v` without building what the write-back replaces ---------------------------------
+#
+# `a[i] += v` runs as `s = a[i]; s = s + v; a[i] = s`. Recorded as written, that is a view
+# node, an operation node and an `update` (writes.update_of), three storages and three arrays,
+# though only the `update` survives. So the element read and the operation are kept as
+# recipes (storages whose node is built on first use) and the write-back, finding its own
+# read's recipe, records the one `update` node directly. Anything else that touches the
+# scalar (`float(s)`, `s * 2`, `b[j] = s`) reads its `node`, which builds exactly the nodes the
+# plain path records, from the values captured at the read, so program order holds. Only
+# signatures that passed once (their operation memoized, the write in `writes.PASSED`) take
+# this path, so every error still comes from the general path, at the user's line.
+
+
+class _Element(Storage):
+    """The storage of `s = arr[key]`: the element `view` of `base` (arr's value then), built when read."""
+
+    # made field by field (`_element`): arr, key, base, view
+
+    def build(self) -> Node:
+        """The node the plain path records for this element."""
+        return writes.view_node(self.base, self.view)
+
+    @property
+    def node(self) -> Node:  # type: ignore[override]
+        """Build the recipe's node once; from then on this is a plain Storage."""
+        node = self.build()
+        node.users += 1
+        self.__class__ = Storage  # same layout: the instance keeps its identity and its recipe
+        self.node = node
+        return node
+
+    def __del__(self) -> None:  # no node was built, so no count to give back
+        pass
+
+
+class _Update(_Element):
+    """The storage of `s op= v` on an element read (`s = a[i]`): `op(s, v)`, built when read."""
+
+    # made field by field (`_pending_update`): elem (the element's Scalar), op, other (a Python
+    # scalar, or None with onode the array operand's value), opdef, dtype, hint (the scalar's)
+
+    def build(self) -> Node:
+        """The node `record_binary` gives for the operation (its element read built first)."""
+        other = self.other if self.onode is None else from_node(self.onode)
+        return binary_recorder(self.op)(self.elem, other)._storage.node
+
+
+def _element(arr: Array, key: Any, base: Node, view: View) -> Scalar:
+    """`arr[key]`, one element of `base`, as a Scalar whose node is built when read."""
+    st = _new(_Element)
+    st.arr = arr
+    st.key = key
+    st.base = base
+    st.view = view
+    out = _new(Scalar)
+    out._storage = st
+    out._view = out._vnode = out._vbase = None
+    out._readonly = False
+    return out
+
+
+def _pending_update(elem: Scalar, op: str, other: Any) -> Array | None:
+    """`elem op= other` on an unread element as a recipe, when its signature is memoized (else None)."""
+    opdef = REGISTRY[op]
+    cache = opdef.sig_cache
+    if cache is None or opdef not in writes.FUSABLE or opdef in _FALLIBLE:
+        return None
+    dtype = elem._storage.base.dtype
+    t = type(other)
+    if t in _PLAIN:
+        onode = other._storage.node if other._view is None else other.node
+        hit = cache.get((dtype, (), onode.dtype, onode.shape))
+        other = None
+    else:
+        sig = _weak(other)
+        if sig is None:
+            return None
+        hit = cache.get((dtype, (), sig, None))
+        onode = None
+    if hit is None or hit[0] != ():
+        return None
+    st = _new(_Update)
+    st.elem = elem
+    st.op = op
+    st.other = other
+    st.onode = onode
+    st.opdef = opdef
+    st.dtype = hit[1]
+    st.hint = hit[6]
+    out = _new(Scalar)
+    out._storage = st
+    out._view = out._vnode = out._vbase = None
+    out._readonly = False
+    return out
+
+
+def _write_update(arr: Array, key: Any, pending: _Update) -> bool:
+    """Record `arr[key] = s` for `s` an operation on `arr[key]` read since no write: one `update`."""
+    el = pending.elem._storage
+    storage = arr._storage
+    base = storage.node
+    # `a[i] op= v` passes the very key object to the read and the write-back
+    if type(el) is not _Element or el.key is not key or el.arr is not arr or el.base is not base:
+        return False
+    if storage.requires_grad and GRAD_STATE.enabled:
+        return False
+    onode = pending.onode
+    if onode is None:
+        other = pending.other
+        onode = Node(SCALAR, (), {}, (), _SCALAR_DTYPES[type(other)], other)  # as record_binary's
+        onode.h = pending.hint
+    elif onode.device is not base.device:
+        return False
+    view = el.view
+    dtype = pending.dtype
+    last = _PASSED_LAST[0]
+    if last is None or last[0] is not base.shape or last[1] is not base.dtype or last[2] is not dtype:
+        if (base.dtype, base.shape, view.shape, view.strides, dtype, ()) not in writes.PASSED:
+            return False
+        _PASSED_LAST[0] = (base.shape, base.dtype, dtype)
+    node = writes.update_parts(base, onode, view, pending.opdef, dtype, ())
+    if node is None:
+        return False
+    storage.set(node)
+    return True
+
+
+#: the last element write signature found in `writes.PASSED` (an element's view is always
+#: shape (), strides ()): (base shape, base dtype, value dtype), compared by identity
+_PASSED_LAST: list = [None]
 
 
 #: hooks of deferred boolean-mask selections, set by lazygraph/masked.py (which sits above

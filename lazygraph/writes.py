@@ -132,6 +132,8 @@ def view_node(base: Node, view: View) -> Node:
 _LAST: list = [None]
 #: (base dtype, base shape, view shape, view strides, operator, result dtype) -> update's local id
 _UKIDS: dict[tuple, int] = {}
+#: the last of them met, with its local id and the dtype's string (see update_parts)
+_ULAST: list = [None]
 
 
 def update_node(base: Node, other: Node, view: View, value: Node) -> Node | None:
@@ -142,20 +144,41 @@ def update_node(base: Node, other: Node, view: View, value: Node) -> Node | None
     drops a unit axis), the base is model state (static), or autograd must see the write
     (an operand requires grad while grad mode is on).
     """
-    op, dtype = value.op, value.dtype
-    if op not in FUSABLE or value.shape != view.shape or base.static:
+    return update_parts(base, other, view, value.op, value.dtype, value.shape)
+
+
+def update_parts(base: Node, other: Node, view: View, op: Any, dtype: np.dtype, shape: tuple) -> Node | None:
+    """`update_node` from the parts of `value` (its operator, dtype and shape), built or not."""
+    if op not in FUSABLE or shape != view.shape or base.static:
         # model state (a parameter, a module buffer) keeps the `assign` passes know as a write
         return None
     if GRAD_STATE.enabled and (base.requires_grad or other.requires_grad):
         return None
-    attrs = {"view": view, "ufunc": op.name, "dtype": dtype.str}
-    node = Node(UPDATE, (base, other), attrs, base.shape, base.dtype)
-    key = (base.dtype, base.shape, view.shape, view.strides, op, dtype)
-    k = _UKIDS.get(key)
-    if k is None:
-        if len(_UKIDS) >= LIMIT:
-            _UKIDS.clear()
-        k = _UKIDS[key] = kid_of(node)
+    bd, bs, vs, vst = base.dtype, base.shape, view.shape, view.strides
+    last = _ULAST[0]
+    # a loop of element writes repeats one signature, whose parts are the same objects each
+    # time (an element view's shape and strides are the empty tuple): compared by identity
+    if (
+        last is not None
+        and last[0] is bd
+        and last[1] is bs
+        and last[2] is vs
+        and last[3] is vst
+        and last[4] is op
+        and last[5] is dtype
+    ):
+        node = Node(UPDATE, (base, other), {"view": view, "ufunc": op.name, "dtype": last[7]}, bs, bd)
+        k = last[6]
+    else:
+        dstr = dtype.str
+        node = Node(UPDATE, (base, other), {"view": view, "ufunc": op.name, "dtype": dstr}, bs, bd)
+        key = (bd, bs, vs, vst, op, dtype)
+        k = _UKIDS.get(key)
+        if k is None:
+            if len(_UKIDS) >= LIMIT:
+                _UKIDS.clear()
+            k = _UKIDS[key] = kid_of(node)
+        _ULAST[0] = (bd, bs, vs, vst, op, dtype, k, dstr)
     node.kid = k
     hb = base.h
     ho = other.h
