@@ -19,7 +19,7 @@ import numpy as np
 from jit import conv_simd
 from jit.blas_quiet import park_blas_workers
 from jit.window import HEAD, SIG, function, geometry, im2col_into
-from ops.conv import out_hw
+from ops.conv import conv_pointwise, grad_weight_pointwise, out_hw, pointwise
 
 Pair = tuple[int, int]
 
@@ -283,10 +283,21 @@ def direct_grad_weight(
 # -- called like the operators' kernels (plus out=); None where they do not apply ----------
 
 
+def _into(res: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """`res`, written into `out` when a buffer is given."""
+    if out is None:
+        return res
+    np.copyto(out, res)
+    return out
+
+
 def conv2d_kernel(x, w, b=None, *, stride, padding, dilation, groups, out=None):
     """conv2d from chunks or directly, as the sizes suit, else None (the caller runs the reference)."""
     dts = [np.asarray(w).dtype] + ([np.asarray(b).dtype] if b is not None else [])
     w, b = np.asarray(w), None if b is None else np.asarray(b)
+    if pointwise(w.shape[2:], padding) and _one_float(np.asarray(x).dtype, dts, groups):
+        # a 1x1 window is one GEMM per image with the result already NCHW
+        return _into(conv_pointwise(np.asarray(x), w, b, stride), out)
     if applies(np.asarray(x).dtype, w.shape, dts, groups):
         return forward(x, w, b, stride, padding, dilation, out=out)
     if direct_applies(np.asarray(x).dtype, w.shape, dts, groups):
@@ -296,6 +307,8 @@ def conv2d_kernel(x, w, b=None, *, stride, padding, dilation, groups, out=None):
 
 def conv2d_grad_weight_kernel(g, x, w, *, stride, padding, dilation, groups, out=None):
     """conv2d_grad_weight from chunks or directly, as the sizes suit, else None."""
+    if pointwise(np.shape(w)[2:], padding) and _one_float(np.asarray(g).dtype, [np.asarray(x).dtype], groups):
+        return _into(grad_weight_pointwise(np.asarray(g), np.asarray(x), stride), out)
     if applies(np.asarray(g).dtype, np.shape(w), [np.asarray(x).dtype], groups):
         return grad_weight(np.asarray(g), x, np.shape(w), stride, padding, dilation, out=out)
     if direct_applies(np.asarray(g).dtype, np.shape(w), [np.asarray(x).dtype], groups):

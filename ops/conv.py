@@ -108,12 +108,51 @@ def conv_rows_chunked(
     return xp.ascontiguousarray(y.transpose(0, 3, 1, 2))
 
 
+def pointwise(k: Pair, p: Pair) -> bool:
+    """A 1x1 window without padding: each output pixel is one input pixel, im2col is a no-op."""
+    return tuple(k) == (1, 1) and tuple(p) == (0, 0)
+
+
+def _pixels(x: np.ndarray, s: Pair) -> np.ndarray:
+    """(N, C, H_out*W_out): the input pixels a pointwise convolution reads, channel-major per image."""
+    if tuple(s) != (1, 1):
+        x = x[:, :, :: s[0], :: s[1]]
+    n, c, h, w = x.shape
+    return namespace(x).ascontiguousarray(x).reshape(n, c, h * w)
+
+
+def conv_pointwise(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair) -> np.ndarray:
+    """A pointwise convolution as W (C_out, C) @ x_n (C, pixels) per image: NCHW with no copies.
+
+    The row-chunked path pads, lays the image out channel-last and transposes the product
+    back; for a 1x1 window all of that is data movement around the same GEMM.
+    """
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    ho, wo = (h - 1) // s[0] + 1, (wd - 1) // s[1] + 1
+    xp = namespace(x)
+    y = xp.matmul(w.reshape(o, c), _pixels(x, s))
+    if b is not None:
+        y += b.reshape(o, 1)
+    return y.reshape(n, o, ho, wo)
+
+
+def grad_weight_pointwise(g: np.ndarray, x: np.ndarray, s: Pair) -> np.ndarray:
+    """d(conv2d)/d(w) of a pointwise convolution: one contraction over images and pixels."""
+    n, o, ho, wo = g.shape
+    xs = _pixels(x, s)
+    dw = namespace(g).tensordot(g.reshape(n, o, ho * wo), xs, axes=([0, 2], [0, 2]))
+    return dw.reshape(o, xs.shape[1], 1, 1)
+
+
 def conv_one_group(
     x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair, p: Pair, d: Pair
 ) -> np.ndarray:
     """Cross-correlation with one group in the work dtype; output NCHW, contiguous."""
     n = x.shape[0]
     o, c, kh, kw = w.shape
+    if pointwise((kh, kw), p):
+        return conv_pointwise(x, w, b, s)
     if c * kh * kw >= o:
         return conv_rows_chunked(x, w, b, s, p, d)
     # A contraction shorter than the output channels: (C_out, K) @ (K, pixels), whose
@@ -144,6 +183,8 @@ def grad_weight_one_group(g: np.ndarray, x: np.ndarray, k: Pair, s: Pair, p: Pai
     n, o, ho, wo = g.shape
     c = x.shape[1]
     kk = c * k[0] * k[1]
+    if pointwise(k, p):
+        return grad_weight_pointwise(g, x, s)
     if kk >= o:
         return grad_weight_from_rows(g, im2col_rows(x, k, s, p, d))
     # Few window elements (the first layer's 25): the columns as (K, pixels) are small, and
