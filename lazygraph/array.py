@@ -264,7 +264,7 @@ class Array:
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return prod(self.shape)  # Python ints: exact, and a tenth of np.prod's cost
 
     @property
     def itemsize(self) -> int:
@@ -579,7 +579,18 @@ class Array:
                 base = self._storage.node
                 if not base.shape:
                     return Scalar(Storage(base))
-                return _element(self, key, base, view)  # its node is built when read
+                if base.buffer is not None:  # an evaluated buffer's element is a free view
+                    return Scalar(Storage(writes.view_node(base, view)))
+                st = _new(_Element)  # its node is built when read (see _Element)
+                st.arr = self
+                st.key = key
+                st.base = base
+                st.view = view
+                out = _new(Scalar)
+                out._storage = st
+                out._view = out._vnode = out._vbase = None
+                out._readonly = False
+                return out
         if type(key) is Array:
             hook = DEFERRED[0]
             if hook is not None:
@@ -613,11 +624,7 @@ class Scalar(Array):
     __slots__ = ()
 
     def _inplace(self, op: str, other: Any) -> Array:
-        if type(self._storage) is _Element:
-            pending = _pending_update(self, op, other)
-            if pending is not None:
-                return pending
-        return record_binary(op, self, other)
+        return scalar_inplace(op)(self, other)
 
 
 # -- `a[i] += v` without building what the write-back replaces ---------------------------------
@@ -636,7 +643,7 @@ class Scalar(Array):
 class _Element(Storage):
     """The storage of `s = arr[key]`: the element `view` of `base` (arr's value then), built when read."""
 
-    # made field by field (`_element`): arr, key, base, view
+    # made field by field (Array.__getitem__): arr, key, base, view
 
     def build(self) -> Node:
         """The node the plain path records for this element."""
@@ -667,26 +674,34 @@ class _Update(_Element):
         return binary_recorder(self.op)(self.elem, other)._storage.node
 
 
-def _element(arr: Array, key: Any, base: Node, view: View) -> Scalar:
-    """`arr[key]`, one element of `base`, as a Scalar whose node is built when read."""
-    st = _new(_Element)
-    st.arr = arr
-    st.key = key
-    st.base = base
-    st.view = view
-    out = _new(Scalar)
-    out._storage = st
-    out._view = out._vnode = out._vbase = None
-    out._readonly = False
-    return out
-
-
-def _pending_update(elem: Scalar, op: str, other: Any) -> Array | None:
-    """`elem op= other` on an unread element as a recipe, when its signature is memoized (else None)."""
+def scalar_inplace(op: str) -> Callable[[Scalar, Any], Array]:
+    """`Scalar.__iop__`: `s op= v` rebinds `s` to `s op v`, kept as a recipe for an unread element."""
+    f = _SCALAR_INPLACE.get(op)
+    if f is not None:
+        return f
     opdef = REGISTRY[op]
+    rec = binary_recorder(op)
+    if opdef.sig_cache is None or opdef not in writes.FUSABLE or opdef in _FALLIBLE:
+        f = rec
+    else:
+
+        def f(self: Scalar, other: Any) -> Array:
+            if type(self._storage) is _Element:
+                pending = _pending_update(self, op, opdef, other)
+                if pending is not None:
+                    return pending
+            return rec(self, other)
+
+    _SCALAR_INPLACE[op] = f
+    return f
+
+
+_SCALAR_INPLACE: dict[str, Callable[[Scalar, Any], Array]] = {}
+
+
+def _pending_update(elem: Scalar, op: str, opdef: Any, other: Any) -> Array | None:
+    """`elem op= other` on an unread element as a recipe, when its signature is memoized (else None)."""
     cache = opdef.sig_cache
-    if cache is None or opdef not in writes.FUSABLE or opdef in _FALLIBLE:
-        return None
     dtype = elem._storage.base.dtype
     t = type(other)
     if t in _PLAIN:

@@ -8,7 +8,15 @@ from typing import Any
 import numpy as np
 
 from lazygraph import api, fallback, shape
-from lazygraph.array import Array, binary_recorder, record, record_binary, unary_recorder
+from lazygraph.array import (
+    Array,
+    Scalar,
+    binary_recorder,
+    record,
+    record_binary,
+    scalar_inplace,
+    unary_recorder,
+)
 
 _BINARY_DUNDERS = {
     "add": "add",
@@ -84,6 +92,8 @@ def _install() -> None:
         setattr(Array, f"__{dunder}__", _forward(op))
         setattr(Array, f"__r{dunder}__", _reflected(op))
         setattr(Array, f"__i{dunder}__", _inplace(op))
+        if op != "matmul":  # an element's `s op= v` rebinds s (array.scalar_inplace)
+            setattr(Scalar, f"__i{dunder}__", scalar_inplace(op))
     for dunder, op in _COMPARISONS.items():
         setattr(Array, f"__{dunder}__", _forward(op))
     for dunder, op in _UNARY_DUNDERS.items():
