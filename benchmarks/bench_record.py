@@ -15,8 +15,9 @@
     JAX eager (jax.numpy, `block_until_ready` per call) in the same run, each peer timed
     alternating with lazygraph; a peer that is not installed leaves its column blank.
 (d) Loops of small in-place writes (`a[i] += 1.5` with one evaluation at the end or a read
-    every 10 writes, `a[i] += v` over rows), recorded and evaluated, against NumPy's own
-    in-place writes, timed alternating; microseconds per write and the paired ratio.
+    every 10 writes, `a[i] += v` over rows, `a[i] = float(i)`) and of element reads
+    (`float(a[i, j])` of an evaluated array), recorded and evaluated, against NumPy's own,
+    timed alternating; microseconds per write (or read) and the paired ratio.
 
 Every figure is the median of several repeats, each timing a loop sized to run at least
 a few milliseconds, after a warm-up. In (b) the NumPy and lazygraph loops alternate, so both
@@ -277,6 +278,23 @@ def row_loop(xp: Any, a: Any, v: Any) -> Any:
     return a
 
 
+def set_loop(xp: Any, a: Any) -> Any:
+    """`a[i] = float(i)` over every element (a Python scalar stored into one element)."""
+    for i in range(a.shape[0]):
+        a[i] = float(i)
+    return a
+
+
+def read_loop(xp: Any, a: Any) -> Any:
+    """`float(a[i, j])` over every element of an evaluated array (one evaluation point each)."""
+    total = 0.0
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            total += float(a[i, j])
+    a[0, 0] = total - total  # keeps the array the result (unchanged) without a second pass
+    return a
+
+
 def write_cases() -> list[tuple[str, str, Callable[[Any], tuple], Callable]]:
     """(case, metric suffix, namespace -> fresh inputs, program); each ends with one evaluation."""
     vec = np.arange(8.0)
@@ -284,6 +302,8 @@ def write_cases() -> list[tuple[str, str, Callable[[Any], tuple], Callable]]:
         ("a[i] += 1.5, 200 writes, 1 evaluation", "element", lambda xp: (xp.zeros(200), 0), element_loop),
         ("a[i] += 1.5, evaluated every 10", "element_k10", lambda xp: (xp.zeros(200), 10), element_loop),
         ("a[i] += v, 200 rows of 8", "row", lambda xp: (xp.zeros((200, 8)), xp.asarray(vec)), row_loop),
+        ("a[i] = float(i), 200 writes", "set_element", lambda xp: (xp.zeros(200),), set_loop),
+        ("float(a[i, j]), 20x10 evaluated", "read_element", lambda xp: (xp.zeros((20, 10)),), read_loop),
     ]
 
 
@@ -301,7 +321,7 @@ def bench_writes(repeats: int, min_time: float) -> list[tuple[str, str, float, f
         if not np.array_equal(got, expected):
             raise SystemExit(f"bench_record: {case}: lazygraph and NumPy disagree")
         np_in, lg_in = make(np), make(lg)
-        n = np_in[0].shape[0]
+        n = np_in[0].size if program is read_loop else np_in[0].shape[0]
         t_np, t_lg, ratio = paired_seconds(
             lambda p=program, a=np_in: p(np, *a),
             lambda p=program, a=lg_in: p(lg, *a).numpy(),

@@ -830,7 +830,7 @@ def _remember(cache: dict, key: tuple, result: Array) -> Array:
     return result
 
 
-#: Node's fields in the order ops/node.py sets them; `_result` builds a node field by field
+#: Node's fields in the order ops/node.py sets them; `_made` builds a node field by field
 #: (no `__init__` frame: a third of a node's cost) only while this list is Node's own.
 _NODE_FIELDS = (
     "op", "inputs", "attrs", "shape", "dtype", "buffer", "users", "requires_grad",
@@ -840,31 +840,36 @@ _DIRECT = tuple(Node.__slots__) == _NODE_FIELDS
 _new = object.__new__
 
 
-def _result(opdef: Any, inputs: tuple, shape: tuple, dtype: np.dtype, kid: int, h: int) -> Node:
-    """A recorded operation's node, as `Node(opdef, inputs, {}, shape, dtype)` with its key parts."""
-    if not _DIRECT:
+def _made(
+    opdef: Any,
+    inputs: tuple,
+    shape: tuple,
+    dtype: np.dtype,
+    kid: int,
+    h: int,
+    device: Any,
+    rg: bool,
+    gl: bool,
+) -> Array:
+    """`Array(Storage(Node(opdef, inputs, {}, shape, dtype)))` with its key parts, device and
+    grad marks, in one frame (the lean path's result; Node, Storage and Array built field by field)."""
+    if _DIRECT:
+        node = _new(Node)
+        node.op = opdef
+        node.inputs = inputs
+        node.attrs = {}
+        node.shape = shape
+        node.dtype = dtype
+        node.buffer = None
+        node.static = False
+    else:
         node = Node(opdef, inputs, {}, shape, dtype)
-        node.kid = kid
-        node.h = h
-        return node
-    node = _new(Node)
-    node.op = opdef
-    node.inputs = inputs
-    node.attrs = {}
-    node.shape = shape
-    node.dtype = dtype
-    node.buffer = None
-    node.users = 0
-    node.requires_grad = node.grad_leaf = node.static = False
-    node.device = inputs[0].device
+    node.users = 1
+    node.requires_grad = rg
+    node.grad_leaf = gl
+    node.device = device
     node.kid = kid
     node.h = h
-    return node
-
-
-def _fresh(node: Node) -> Array:
-    """`Array(Storage(node))` without the two `__init__` frames (the lean path's result)."""
-    node.users += 1
     storage = _new(Storage)
     storage.node = node
     arr = _new(Array)
@@ -896,8 +901,7 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
     plain = _PLAIN
     scalar = SCALAR
     new_node = Node
-    result = _result
-    fresh = _fresh
+    made = _made
     grad = GRAD_STATE
     f64, i64, small = _F64, _I64, _SMALL_INT
 
@@ -943,20 +947,21 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
             if hy is None:
                 hy = hint_of(ny)
         # the structural key's parts, hashed as recorded (cache/key.py)
-        node = result(opdef, (nx, ny), shape, dtype, kid, hash((kid, hx, hy)))
+        device = nx.device
         if nx.op is scalar and ny.op is scalar:
-            node.device = None  # Python scalars only (a gradient's `y - 1`): joins any device
-        elif nx.device is not ny.device:  # a scalar or NumPy operand joins; two devices raise
-            node.device = place(op, (nx, ny))
+            device = None  # Python scalars only (a gradient's `y - 1`): joins any device
+        elif device is not ny.device:  # a scalar or NumPy operand joins; two devices raise
+            device = place(op, (nx, ny))
+        rg = gl = False
         if fc:  # gradmode.track
             if grad.enabled:
-                if nx.requires_grad or ny.requires_grad:
-                    node.requires_grad = True
+                rg = nx.requires_grad or ny.requires_grad
             else:
-                node.grad_leaf = True
+                gl = True
+        out = made(opdef, (nx, ny), shape, dtype, kid, hash((kid, hx, hy)), device, rg, gl)
         if fallible:
-            txn.note_origin(node)
-        return fresh(node)
+            txn.note_origin(out._storage.node)
+        return out
 
     f.__name__ = f.__qualname__ = op
     _BINARY[op] = f
@@ -979,8 +984,7 @@ def unary_recorder(op: str) -> Callable[[Any], Array]:
         return f
     lookup = cache.get
     plain = _PLAIN
-    result = _result
-    fresh = _fresh
+    made = _made
     grad = GRAD_STATE
 
     def f(x: Any) -> Array:
@@ -993,16 +997,17 @@ def unary_recorder(op: str) -> Callable[[Any], Array]:
             return _remember(cache, key, record(op, x))
         shape, dtype, fc, fallible, kid, _ = hit
         hx = nx.h
-        node = result(opdef, (nx,), shape, dtype, kid, hash((kid, hint_of(nx) if hx is None else hx)))
+        rg = gl = False
         if fc:  # gradmode.track
             if grad.enabled:
-                if nx.requires_grad:
-                    node.requires_grad = True
+                rg = nx.requires_grad
             else:
-                node.grad_leaf = True
+                gl = True
+        h = hash((kid, hint_of(nx) if hx is None else hx))
+        out = made(opdef, (nx,), shape, dtype, kid, h, nx.device, rg, gl)
         if fallible:
-            txn.note_origin(node)
-        return fresh(node)
+            txn.note_origin(out._storage.node)
+        return out
 
     f.__name__ = f.__qualname__ = op
     _UNARY[op] = f
