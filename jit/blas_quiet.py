@@ -8,8 +8,8 @@ weight gradient 51 ms alone, 72-97 ms after a matmul or inside the CNN step). Lo
 OpenBLAS's thread count does not stop the spinning (measured: no change); shutting its
 server down does (0.06 ms), and the next BLAS call starts the workers again (its threads are
 back, measured at full two-core speed). The shutdown joins the workers, so it runs only
-while no other Python thread could be inside a BLAS call (every other live thread is one
-of lazygraph's own, named "lazygraph-..."). Where NumPy's BLAS is not OpenBLAS or the
+while no other Python thread could be inside a BLAS call (the only other live thread is
+lazygraph's idle background worker). Where NumPy's BLAS is not OpenBLAS or the
 symbols are missing, this does nothing; LAZYGRAPH_BLAS_QUIET=0 turns it off.
 """
 
@@ -44,9 +44,19 @@ def _openblas() -> tuple[Any, Any] | None:
 
 
 def _alone() -> bool:
-    """Whether every other live Python thread is lazygraph's own (none of them calls BLAS)."""
+    """Whether no other Python thread can be inside a BLAS call now.
+
+    The only other thread allowed is lazygraph's background worker, and only while it has
+    nothing queued or running: its jobs (optimization, compilation) are submitted by the
+    evaluating thread, which is here, so none can start before the kernel returns.
+    """
+    from jit import background  # imported late: jit.background imports the compiler module
+
     me = threading.current_thread()
-    return all(t is me or t.name.startswith("lazygraph") for t in threading.enumerate())
+    others = [t for t in threading.enumerate() if t is not me]
+    if any(t.name != "lazygraph-background" for t in others):
+        return False
+    return not others or background.idle()
 
 
 def park_blas_workers() -> bool:

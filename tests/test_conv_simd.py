@@ -14,6 +14,7 @@ import pytest
 
 from jit import blas_quiet, conv, conv_simd
 from ops.base import REGISTRY
+from ops.settings import SETTINGS
 
 # (kernel, stride, padding, dilation, input height/width)
 GEOMETRIES = [
@@ -137,6 +138,21 @@ def test_parking_blas_workers_keeps_blas_working(monkeypatch) -> None:  # noqa: 
     finally:
         stop.set()
         other.join()
+    # lazygraph's background worker while it runs a job: no shutdown either
+    from jit import background
+
+    started, release = threading.Event(), threading.Event()
+    with SETTINGS.override(jit_background=True):  # the tests turn the worker off by default
+        assert background.submit(("test_conv_simd", "busy"), lambda: (started.set(), release.wait(5)))
+        try:
+            assert started.wait(5)
+            a @ a
+            assert not blas_quiet.park_blas_workers()
+        finally:
+            release.set()
+            assert background.wait(5)
+    a @ a
+    assert blas_quiet.park_blas_workers() == found  # the idle worker is no obstacle
     monkeypatch.setenv("LAZYGRAPH_BLAS_QUIET", "0")
     a @ a
     assert not blas_quiet.park_blas_workers()
