@@ -157,3 +157,30 @@ def test_parking_blas_workers_keeps_blas_working(monkeypatch) -> None:  # noqa: 
     a @ a
     assert not blas_quiet.park_blas_workers()
     np.testing.assert_allclose(a @ a, want)
+
+
+def test_inference_conv_the_simd_kernel_covers_is_lowered() -> None:
+    """Without a weight gradient, a conv2d the AVX-512 kernel covers becomes a window step too."""
+    import lazygraph as lg
+
+    rng = np.random.default_rng(4)
+    xn = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    wn = rng.standard_normal((32, 8, 3, 3)).astype(np.float32)
+    bn = rng.standard_normal(32).astype(np.float32)
+
+    def run() -> np.ndarray:
+        y = lg.conv2d(lg.asarray(xn), lg.asarray(wn), lg.asarray(bn), padding=1)
+        return lg.max_pool2d(lg.nn.functional.relu(y), 2).numpy()
+
+    lg.cache.clear(disk=False)
+    on = run()
+    fired = {r for r in lg.cache.passes()["rules"] if r.startswith("jit_window:")}
+    assert ("jit_window:conv2d" in fired) == conv_simd.has_avx512(), fired
+    with lg.settings.override(optimize=False):
+        ref = run()
+    np.testing.assert_allclose(on, ref, rtol=1e-4, atol=1e-4)
+    # a pointwise inference convolution stays with the library pass
+    lg.cache.clear(disk=False)
+    w1 = rng.standard_normal((32, 8, 1, 1)).astype(np.float32)
+    lg.conv2d(lg.asarray(xn), lg.asarray(w1)).numpy()
+    assert "jit_window:conv2d" not in lg.cache.passes()["rules"]

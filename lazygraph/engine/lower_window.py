@@ -7,7 +7,9 @@ constructor: the operator's name, attributes and shape as expressions over P, so
 hit rebuilds the same step. It runs before library substitution, which would otherwise
 keep one whole column matrix for the forward and the weight gradient (`share_columns`):
 rebuilding chunks costs less than writing and re-reading it. A convolution without a
-weight gradient (inference) stays with the library pass and its epilogue fusion.
+weight gradient (inference) stays with the library pass and its epilogue fusion, unless
+jit/conv_simd.py's AVX-512 kernel covers it (float32, output channels a multiple of 16):
+that kernel beats the library's GEMM even with the epilogue left to an elementwise pass.
 
 Each step runs its compiled kernel, or the operator's NumPy kernel where that does not
 apply: shapes it does not cover (decided per launch, so no size guards), arrays under
@@ -29,10 +31,11 @@ import numpy as np
 
 from cache.graph import Graph, QNode
 from cache.recipe import Recipe, RecipeError
-from jit import backend, conv, window
+from jit import backend, conv, conv_simd, window
 from jit.backend import Backend
 from lazygraph.engine.program import Kernel
 from ops.base import REGISTRY
+from ops.conv import pointwise
 from ops.settings import SETTINGS
 from optimizer.registry import Pass
 
@@ -58,6 +61,18 @@ def _float_alike(q: QNode) -> bool:
     )
 
 
+def _simd_inference(q: QNode) -> bool:
+    """An inference convolution jit/conv_simd.py covers (not pointwise).
+
+    Its kernel ran the CNN's second layer in 49 ms against 120 ms for the library's GEMM
+    with the ReLU epilogue, so losing the epilogue (a separate elementwise pass) still pays.
+    """
+    w = q.inputs[1]
+    if len(w.shape) != 4 or pointwise(tuple(w.shape[2:]), tuple(q.attrs.get("padding", (0, 0)))):
+        return False
+    return conv_simd.applies(q.dtype, tuple(int(v) for v in w.shape))
+
+
 #: on a device (not the CPU) every one of these is a window step: the device backend's
 #: library call (jit/window_cuda.py's kernels on the CUDA devices), whatever its size or use
 DEVICE_OPS = frozenset(KERNELS) | {"avg_pool2d", "avg_pool2d_grad"}
@@ -79,7 +94,7 @@ def _lowerable(g: Graph) -> list[QNode]:
             ok = window.supported(name, [c.dtype for c in q.inputs]) and q.dtype == q.inputs[0].dtype
         elif name == "conv2d":
             pair = (id(q.inputs[0]), id(q.inputs[1]), tuple(sorted(q.attrs.items())))
-            ok = _float_alike(q) and pair in grads
+            ok = _float_alike(q) and (pair in grads or _simd_inference(q))
         else:
             ok = _float_alike(q)
         if ok:
