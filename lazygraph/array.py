@@ -1091,7 +1091,7 @@ def _lean_setitem(arr: Array, view: View, value: Any) -> tuple | bool | None:
     if storage.requires_grad and GRAD_STATE.enabled:
         return None
     base = storage.node
-    if view == contiguous(base.shape):
+    if view.shape == base.shape and view == contiguous(base.shape):
         return None
     t = type(value)
     if t in _PLAIN:
@@ -1113,10 +1113,24 @@ def _lean_setitem(arr: Array, view: View, value: Any) -> tuple | bool | None:
         sig = writes.scalar_sig(value, base.dtype)
         if sig is None or base.device is None:
             return None
-        key = (base.dtype, base.shape, view.shape, view.strides, sig, None)
-        if key not in writes.PASSED:
-            return key
+        last = _SET_LAST[0]  # the last signature that passed, compared by identity (unhashed)
+        if (
+            last is None
+            or last[0] is not base.dtype
+            or last[1] is not base.shape
+            or last[2] is not view.shape
+            or last[3] is not view.strides
+            or last[4] is not sig
+        ):
+            key = (base.dtype, base.shape, view.shape, view.strides, sig, None)
+            if key not in writes.PASSED:
+                return key
+            _SET_LAST[0] = key
         vnode = Node(SCALAR, (), {}, (), _SCALAR_DTYPES[t], value)
         vnode.device = base.device  # a Python scalar joins the array's device
     storage.set(writes.assign_node(base, vnode, view))
     return True
+
+
+#: the last Python-scalar write signature found in `writes.PASSED` (see `_lean_setitem`)
+_SET_LAST: list = [None]

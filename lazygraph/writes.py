@@ -38,6 +38,8 @@ LIMIT = 4096
 PASSED: dict[tuple, bool] = {}
 #: (op, base dtype, base shape, view shape, view strides) -> the node's interned local id
 _KIDS: dict[tuple, int] = {}
+#: operator -> the last of its signatures met, with its local id (see `_kid`)
+_KLAST: dict = {}
 _SMALL_INT = _weak_sig(0)  # every integer dtype holds 0..127
 _SMALL_NEG = _weak_sig(-1)  # every signed one -128..-1
 #: a float this small in magnitude fits every float dtype (float16's largest is 65504)
@@ -81,12 +83,19 @@ def remember(key: tuple) -> None:
 
 def _kid(node: Node, view: View) -> int:
     """The interned local id of a view or assign node (it depends on the view's class only)."""
-    key = (node.op, node.dtype, node.shape, view.shape, view.strides)
+    op, dtype, shape, vs, vst = node.op, node.dtype, node.shape, view.shape, view.strides
+    last = _KLAST.get(op)
+    # a loop repeats one signature per operator, its parts the same objects each time (an
+    # element view's shape and strides are the empty tuple): compared by identity, unhashed
+    if last is not None and last[0] is dtype and last[1] is shape and last[2] is vs and last[3] is vst:
+        return last[4]
+    key = (op, dtype, shape, vs, vst)
     k = _KIDS.get(key)
     if k is None:
         if len(_KIDS) >= LIMIT:
             _KIDS.clear()
         k = _KIDS[key] = kid_of(node)
+    _KLAST[op] = (dtype, shape, vs, vst, k)
     return k
 
 
