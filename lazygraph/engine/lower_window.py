@@ -33,6 +33,7 @@ from cache.graph import Graph, QNode
 from cache.recipe import Recipe, RecipeError
 from jit import backend, conv, conv_simd, window
 from jit.backend import Backend
+from jit.blas_quiet import park_blas_workers
 from lazygraph.engine.program import Kernel
 from ops.base import REGISTRY
 from ops.conv import pointwise
@@ -148,6 +149,9 @@ class WindowKernel(Kernel):
         if self.device is not None:
             return backend.library_call(self.device, self.op_name, args, out, attrs)
         if SETTINGS.jit and window.available() and max(np.size(a) for a in args) >= SETTINGS.jit_min_size:
+            # the compiled kernels are OpenMP loops: OpenBLAS's workers, still spinning after
+            # the dense layers' matmuls, would take a core from them (jit/blas_quiet.py)
+            park_blas_workers()
             v = self.compiled(*args, out=out, **attrs)
             if v is not None:
                 return v
