@@ -879,6 +879,24 @@ def _made(
     return arr
 
 
+def _scalar_leaf(dtype: np.dtype, value: Any) -> Node:
+    """`Node(SCALAR, (), {}, (), dtype, value)`, a Python scalar operand's leaf, field by field."""
+    if not _DIRECT:
+        return Node(SCALAR, (), {}, (), dtype, value)
+    node = _new(Node)
+    node.op = SCALAR
+    node.inputs = ()
+    node.attrs = {}
+    node.shape = ()
+    node.dtype = dtype
+    node.buffer = value
+    node.users = 0
+    node.requires_grad = node.grad_leaf = node.static = False
+    node.device = HOST
+    node.kid = node.h = None
+    return node
+
+
 def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
     """The lean recorder of one binary elementwise operator: `f(x, y)` is `record(op, x, y)`.
 
@@ -900,7 +918,7 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
     lookup = cache.get
     plain = _PLAIN
     scalar = SCALAR
-    new_node = Node
+    leaf = _scalar_leaf
     made = _made
     grad = GRAD_STATE
     f64, i64, small = _F64, _I64, _SMALL_INT
@@ -915,23 +933,23 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
                 key = (nx.dtype, nx.shape, ny.dtype, ny.shape)
             elif ty is float:
                 key = (nx.dtype, nx.shape, float, None)
-                ny = new_node(scalar, (), {}, (), f64, y)
+                ny = leaf(f64, y)
             elif ty is int and 0 <= y <= 127:
                 key = (nx.dtype, nx.shape, small, None)
-                ny = new_node(scalar, (), {}, (), i64, y)
+                ny = leaf(i64, y)
             else:
                 sig = _weak(y)
                 if sig is None:
                     return f(x, y) if _adopt(ty) else record(op, x, y)
                 key = (nx.dtype, nx.shape, sig, None)
-                ny = new_node(scalar, (), {}, (), _SCALAR_DTYPES[ty], y)
+                ny = leaf(_SCALAR_DTYPES[ty], y)
         elif ty in plain:
             ny = y._storage.node if y._view is None else y.node
             sig = _weak(x)
             if sig is None:
                 return f(x, y) if _adopt(tx) else record(op, x, y)
             key = (sig, None, ny.dtype, ny.shape)
-            nx = new_node(scalar, (), {}, (), _SCALAR_DTYPES[tx], x)
+            nx = leaf(_SCALAR_DTYPES[tx], x)
         else:
             return f(x, y) if _adopt(tx, ty) else record(op, x, y)
         hit = lookup(key)

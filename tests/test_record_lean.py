@@ -232,3 +232,38 @@ def test_element_update_takes_the_lean_path_and_records_one_update():
         node = a._storage.node
         assert node.op.name == "update" and node.inputs[0] is before
     np.testing.assert_array_equal(a.numpy(), np.ones(10))
+
+
+def test_scalar_writes_check_each_signature_whatever_came_before():
+    """`a[i] = v` remembers the last signature that passed; another dtype or value class is checked."""
+    for _ in range(3):
+        for xp in (np, lg):
+            wide = xp.zeros(4, dtype=np.int16)
+            narrow = xp.zeros(4, dtype=np.int8)
+            flt = xp.zeros(4, dtype=np.float16)
+            for i in range(4):
+                wide[i] = 300  # passes for int16
+                with pytest.raises(OverflowError):
+                    narrow[i] = 300  # the same value class, another dtype: checked, fails
+                narrow[i] = -5
+                flt[i] = 1.5
+                with pytest.raises(TypeError):
+                    narrow[i] = 1j
+                wide[-i - 1] = True
+            np.testing.assert_array_equal(np.asarray(wide), [1, 1, 300, 300])
+            np.testing.assert_array_equal(np.asarray(narrow), [-5, -5, -5, -5])
+            np.testing.assert_array_equal(np.asarray(flt), [1.5] * 4)
+
+
+def test_python_scalar_operands_record_numpy_results():
+    for _ in range(3):
+        for dtype in ("float32", "int16", "uint8", "complex64", "bool"):
+            x = np.arange(1, 5).astype(dtype)
+            y = lg.asarray(x)
+            for v in (2, 2.5, True, 3j):
+                with np.errstate(all="ignore"):
+                    want = [x * v, v * x, x - v, v - x] if dtype != "bool" else [x * v, v * x]
+                got = [y * v, v * y, y - v, v - y] if dtype != "bool" else [y * v, v * y]
+                for g, w in zip(got, want):
+                    assert g.dtype == w.dtype
+                    np.testing.assert_array_equal(g.numpy(), w)
