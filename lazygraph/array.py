@@ -654,8 +654,8 @@ class _Element(Storage):
         """Build the recipe's node once; from then on this is a plain Storage."""
         node = self.build()
         node.users += 1
-        self.__class__ = Storage  # same layout: the instance keeps its identity and its recipe
-        self.node = node
+        self.__class__ = Storage  # same layout: the instance keeps its identity
+        self.__dict__ = {"node": node}  # and lets go of the recipe (the array it was read from)
         return node
 
     def __del__(self) -> None:  # no node was built, so no count to give back
