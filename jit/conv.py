@@ -312,6 +312,9 @@ def conv2d_grad_weight_kernel(g, x, w, *, stride, padding, dilation, groups, out
     if applies(np.asarray(g).dtype, np.shape(w), [np.asarray(x).dtype], groups):
         return grad_weight(np.asarray(g), x, np.shape(w), stride, padding, dilation, out=out)
     if direct_applies(np.asarray(g).dtype, np.shape(w), [np.asarray(x).dtype], groups):
+        if conv_simd.applies(np.asarray(g).dtype, np.shape(w)):
+            # the first layer's 1 -> 64 channels, 5x5: 12-13 ms against 14-17 ms direct
+            return conv_simd.grad_weight(np.asarray(g), x, np.shape(w), stride, padding, dilation, out=out)
         return direct_grad_weight(np.asarray(g), x, np.shape(w), stride, padding, dilation, out=out)
     return None
 

@@ -91,6 +91,18 @@ def test_routed_through_the_window_kernels(geo: tuple) -> None:
         assert gi is None
 
 
+def test_short_window_weight_gradient_routed_here() -> None:
+    """A window shorter than the output channels (a first layer): the weight gradient comes here too."""
+    geo = GEOMETRIES[1]
+    x, w, _ = _data(3, 1, 16, geo, 9)  # C*kH*kW = 9 < 16: the direct route
+    attrs = _attrs(*geo[1:4])
+    g = np.random.default_rng(2).standard_normal(REGISTRY["conv2d"].kernel(x, w, None, **attrs).shape)
+    g = g.astype(np.float32)
+    wbuf = np.full(w.shape, 7, dtype=np.float32)
+    assert conv.KERNELS["conv2d_grad_weight"](g, x, w, out=wbuf, **attrs) is wbuf
+    _close(wbuf, REGISTRY["conv2d_grad_weight"].kernel(g, x, w, **attrs))
+
+
 def test_out_buffer_that_does_not_fit_is_filled_by_copy() -> None:
     geo = GEOMETRIES[0]
     x, w, b = _data(2, 3, 16, geo, 3)
