@@ -8,6 +8,10 @@ multiplies each chunk while it is hot: the forward, the weight gradient (chunk p
 summed) and, at stride 1, the input gradient (a convolution of the cotangent with the
 flipped kernel). Rows orientation only (one row of kH*kW*C per output pixel, as
 ops/conv.py's `im2col_rows`), one group, float32 or float64; `applies` says when.
+
+Where jit/conv_simd.py's AVX-512 implicit GEMM applies (float32, output channels a multiple
+of 16) it replaces the chunks, and the first layer's weight gradient; pointwise (1x1,
+unpadded) convolutions are one GEMM per image (ops/conv.py's `conv_pointwise`).
 """
 
 from __future__ import annotations
