@@ -579,8 +579,6 @@ class Array:
                 base = self._storage.node
                 if not base.shape:
                     return Scalar(Storage(base))
-                if base.buffer is not None:  # an evaluated buffer's element is a free view
-                    return Scalar(Storage(writes.view_node(base, view)))
                 st = _new(_Element)  # its node is built when read (see _Element)
                 st.arr = self
                 st.key = key
@@ -625,6 +623,35 @@ class Scalar(Array):
 
     def _inplace(self, op: str, other: Any) -> Array:
         return scalar_inplace(op)(self, other)
+
+    def _held(self) -> Any:
+        """The element as a Python scalar when it is an unbuilt read of an evaluated host buffer
+        of a real kind, converted as NumPy converts it; else None (the general conversion)."""
+        st = self._storage
+        if type(st) is _Element:
+            base = st.base
+            buf = base.buffer
+            if type(buf) is np.ndarray and base.dtype.kind in "biuf":
+                return buf.item(st.view.offset)  # a flat index in the base's logical C order
+        return None
+
+    # `float(a[i, j])` of an evaluated array reads the element without building a node
+    def __float__(self) -> float:
+        v = self._held()
+        return Array.__float__(self) if v is None else float(v)
+
+    def __int__(self) -> int:
+        v = self._held()
+        return Array.__int__(self) if v is None else int(v)
+
+    def __bool__(self) -> bool:
+        v = self._held()
+        return Array.__bool__(self) if v is None else bool(v)
+
+    def item(self, *args: Any) -> Any:
+        """Evaluate and return the element as a Python scalar."""
+        v = None if args else self._held()
+        return Array.item(self, *args) if v is None else v
 
 
 # -- `a[i] += v` without building what the write-back replaces ---------------------------------

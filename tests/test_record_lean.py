@@ -267,3 +267,41 @@ def test_python_scalar_operands_record_numpy_results():
                 for g, w in zip(got, want):
                     assert g.dtype == w.dtype
                     np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_element_read_survives_evaluations_that_write_in_place():
+    """A read kept as a recipe holds the value it read even when later writes run in place."""
+    for evaluated in (False, True):
+        for _ in range(3):
+            a = lg.zeros(6) + 1.0
+            if evaluated:
+                a.numpy()
+            s = a[1]
+            t = a[2]
+            t += 5.0  # a recipe of an operation on a read
+            for i in range(6):
+                a[i] += 10.0
+            a[1] = 7.0
+            a.numpy()  # the writes may run in place into the dying buffer
+            a[2] *= 3.0
+            a.numpy()
+            assert float(s) == 1.0 and float(t) == 6.0
+            np.testing.assert_array_equal(a.numpy(), [11.0, 7.0, 33.0, 11.0, 11.0, 11.0])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "uint64", "bool", "complex64"])
+def test_element_conversions_of_evaluated_arrays_match_numpy(dtype):
+    """`float(a[i, j])` of an evaluated array reads the buffer directly: views, negative indices."""
+    x = (np.arange(12).reshape(3, 4) * 1.7).astype(dtype)
+    a = lg.asarray(x)
+    a.numpy()
+    for arr, ref in ((a, x), (a.T, x.T), (a[1:, ::-2], x[1:, ::-2])):
+        for i, j in ((1, 1), (-1, -1), (0, 1)):
+            if dtype != "complex64":
+                assert float(arr[i, j]) == float(ref[i, j])
+                assert int(arr[i, j]) == int(ref[i, j])
+            assert bool(arr[i, j]) == bool(ref[i, j])
+            got, want = arr[i, j].item(), ref[i, j].item()
+            assert got == want and type(got) is type(want)
+    b = lg.asarray(x) + x  # not evaluated: the general conversion evaluates it
+    assert b[1, 2].item() == (x + x)[1, 2].item()
