@@ -682,11 +682,18 @@ class _Element(Storage):
         node = self.build()
         node.users += 1
         self.__class__ = Storage  # same layout: the instance keeps its identity
-        self.__dict__ = {"node": node}  # and lets go of the recipe (the array it was read from)
+        d = self.__dict__
+        for name in _RECIPE:  # let go of the recipe (the array it was read from)
+            d.pop(name, None)
+        self.node = node
         return node
 
     def __del__(self) -> None:  # no node was built, so no count to give back
         pass
+
+
+#: the fields of the recipes below (anything else set on such a storage, `.grad`, is kept)
+_RECIPE = ("arr", "key", "base", "view", "elem", "op", "other", "onode", "opdef", "dtype", "hint")
 
 
 class _Update(_Element):
