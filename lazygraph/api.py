@@ -14,11 +14,13 @@ import numpy as np
 from lazygraph import debug
 from lazygraph.array import (  # noqa: F401  (check_device: for importers)
     Array,
+    binary_recorder,
     check_device,
     record,
     record_binary,
     record_unary,
     result_dtype,
+    unary_recorder,
 )
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.shape import _arr, moveaxis, ravel
@@ -28,12 +30,14 @@ UFUNC_NAMES: dict[np.ufunc, str] = {fn: name for name, fn in {**BINARY, **UNARY}
 
 
 def _elementwise(name: str, arity: int):
+    lean = None  # the operator's lean recorder, bound on first use (one call per op after that)
+
     def fn(*args: Any, out: Array | None = None) -> Array:
-        if out is None:  # the common case, memoized per operand signature
-            if arity == 1 and len(args) == 1:
-                return record_unary(name, args[0])
-            if arity == 2 and len(args) == 2:
-                return record_binary(name, args[0], args[1])
+        nonlocal lean
+        if out is None and len(args) == arity:  # the common case, memoized per operand signature
+            if lean is None:
+                lean = unary_recorder(name) if arity == 1 else binary_recorder(name)
+            return lean(*args)
         if len(args) != arity:
             raise TypeError(f"{name}() takes {arity} positional arguments but {len(args)} were given")
         if out is not None:
