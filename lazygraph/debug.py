@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 from collections.abc import Sequence
@@ -12,24 +13,36 @@ from ops.settings import SETTINGS
 
 
 class Totals:
-    """Evaluations and steps run since start, process-wide (the log numbers evaluations by them)."""
+    """Evaluations and steps run since start, process-wide (the log numbers evaluations by them).
+
+    Each thread counts into its own pair, so an evaluation takes no lock (it used to take one,
+    ~0.13 us of every warm evaluation); the evaluation's number comes from one shared
+    `itertools.count`, whose `next` is a single C call.
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts = [0, 0]
+        self._lock = threading.Lock()  # only for registering a thread's pair
+        self._local = threading.local()
+        self._pairs: list[list[int]] = []
+        self._numbers = itertools.count(1)
 
     def count(self, steps: int) -> int:
         """Account one evaluation of `steps` steps; returns its number."""
-        with self._lock:
-            c = self._counts
-            c[0] += 1
-            c[1] += steps
-            return c[0]
+        try:
+            c = self._local.c
+        except AttributeError:
+            c = self._local.c = [0, 0]
+            with self._lock:
+                self._pairs.append(c)  # kept after the thread ends: its counts stay in the totals
+        c[0] += 1
+        c[1] += steps
+        return next(self._numbers)
 
     def summary(self) -> dict[str, int]:
         """{"evaluations": ..., "kernels": ...} (kernels: steps run)."""
         with self._lock:
-            return {"evaluations": self._counts[0], "kernels": self._counts[1]}
+            pairs = list(self._pairs)
+        return {"evaluations": sum(c[0] for c in pairs), "kernels": sum(c[1] for c in pairs)}
 
 
 #: what `evaluation_stats` reports (counted by every engine; never reset)

@@ -244,3 +244,29 @@ def test_floating_point_errors_are_ignored_and_the_users_state_is_restored():
     with np.errstate(all="ignore"), np.testing.assert_raises(FloatingPointError):
         with np.errstate(divide="raise"):
             np.array([1.0]) / 0.0
+
+
+def test_totals_count_exactly_from_many_threads() -> None:
+    """debug.TOTALS counts per thread without a lock: the totals and the numbers stay exact."""
+    import threading
+
+    from lazygraph import debug
+
+    before = debug.evaluation_stats()
+    numbers: list[int] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        got = [debug.TOTALS.count(3) for _ in range(2000)]
+        with lock:
+            numbers.extend(got)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = debug.evaluation_stats()
+    assert after["evaluations"] - before["evaluations"] == 8000
+    assert after["kernels"] - before["kernels"] == 24000
+    assert len(set(numbers)) == 8000  # every evaluation has its own number
