@@ -26,8 +26,10 @@ from jit import astar, background, compile_c, generate, launch, types
 from jit import layout as lay
 from jit.backend import Backend, Program
 from jit.backend import get as get_backend
+from jit.blas_quiet import park_blas_workers
 from jit.domain import Domain, NotFusable
 from jit.layout import Layout
+from jit.render_c import PARALLEL_MIN
 from jit.spec import Spec, build_spec
 from ops import settings
 from ops.node import Node
@@ -233,6 +235,8 @@ class FusedKernel:
                 if e.size < min_size:
                     return self.fallback(values, out)
                 if e.run is not None:
+                    if e.size >= PARALLEL_MIN:  # OpenMP threads: OpenBLAS's spinners would take a core
+                        park_blas_workers()
                     outs = [np.empty(shp, dt) for shp, dt in e.outs]
                     if out is not None:
                         outs[0] = out
@@ -308,6 +312,8 @@ class FusedKernel:
             return outs
         flags = (launch.CHECK_OUT if out is not None else 0) | (launch.NOGIL if size >= NOGIL_SIZE else 0)
         run = launch.launcher(address, ints, self._plan, flags)
+        if size >= PARALLEL_MIN:
+            park_blas_workers()
         self._remember(key, _Launch(size, run, tuple((o.shape, o.dtype) for o in outs)))
         run(tuple(converted), outs)
         return outs
