@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import threading
 from typing import Any
+
+from ops.settings import SETTINGS
 
 
 @functools.cache
@@ -61,7 +62,7 @@ def _alone() -> bool:
 
 def park_blas_workers() -> bool:
     """Stop OpenBLAS's spinning workers before an OpenMP kernel; True if they were stopped."""
-    if os.environ.get("LAZYGRAPH_BLAS_QUIET", "1") == "0":
+    if not SETTINGS.blas_quiet:
         return False
     fns = _openblas()
     if fns is None or not fns[1].value or not _alone():

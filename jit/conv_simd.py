@@ -27,6 +27,7 @@ from jit import compile_c
 from jit.blas_quiet import park_blas_workers
 from jit.window import HEAD, SIG, function, geometry
 from ops.conv import out_hw
+from ops.settings import SETTINGS
 
 Pair = tuple[int, int]
 
@@ -63,7 +64,7 @@ def applies(dtype: np.dtype, w_shape: tuple) -> bool:
         and o % 16 == 0
         and kh * kw * c * 16 * _nv(o) * 4 <= L2_SLICE
         and has_avx512()
-        and os.environ.get("LAZYGRAPH_CONV_SIMD", "1") != "0"
+        and SETTINGS.conv_simd
     )
 
 

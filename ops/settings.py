@@ -151,6 +151,16 @@ class Field:
 
 FIELDS: dict[str, Field] = {
     "jit": Field("LAZYGRAPH_JIT", _switch(True), "compile fused regions and window kernels (0 turns it off)"),
+    "conv_simd": Field(
+        "LAZYGRAPH_CONV_SIMD",
+        _switch(True),
+        "float32 convolutions on the AVX-512 implicit-GEMM kernels where they apply (0: the chunked BLAS path)",
+    ),
+    "blas_quiet": Field(
+        "LAZYGRAPH_BLAS_QUIET",
+        _switch(True),
+        "stop OpenBLAS's spinning worker threads before compiled OpenMP kernels (0 leaves them)",
+    ),
     "jit_min_size": Field(
         "LAZYGRAPH_JIT_MIN_SIZE",
         _num(1, minimum=0, integer=True),

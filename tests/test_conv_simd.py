@@ -120,16 +120,15 @@ def test_declines_what_it_does_not_cover(monkeypatch) -> None:  # noqa: ANN001
     assert not conv_simd.applies(f4, (24, 8, 3, 3))  # not a multiple of 16
     assert not conv_simd.applies(f4, (0, 8, 3, 3))
     assert not conv_simd.applies(f4, (512, 512, 3, 3))  # the weight slice outgrows L2: BLAS
-    monkeypatch.setenv("LAZYGRAPH_CONV_SIMD", "0")
-    assert not conv_simd.applies(f4, (64, 64, 5, 5))
-    # the chunked BLAS path then gives the same values
-    geo = GEOMETRIES[0]
-    x, w, b = _data(2, 64, 16, geo, 5)
-    _close(
-        conv.KERNELS["conv2d"](x, w, b, **_attrs(*geo[1:4])),
-        REGISTRY["conv2d"].kernel(x, w, b, **_attrs(*geo[1:4])),
-    )
-    monkeypatch.delenv("LAZYGRAPH_CONV_SIMD")
+    with SETTINGS.override(conv_simd=False):
+        assert not conv_simd.applies(f4, (64, 64, 5, 5))
+        # the chunked BLAS path then gives the same values
+        geo = GEOMETRIES[0]
+        x, w, b = _data(2, 64, 16, geo, 5)
+        _close(
+            conv.KERNELS["conv2d"](x, w, b, **_attrs(*geo[1:4])),
+            REGISTRY["conv2d"].kernel(x, w, b, **_attrs(*geo[1:4])),
+        )
     assert conv_simd.applies(f4, (64, 64, 5, 5)) == conv_simd.has_avx512()
 
 
@@ -165,9 +164,9 @@ def test_parking_blas_workers_keeps_blas_working(monkeypatch) -> None:  # noqa: 
             assert background.wait(5)
     a @ a
     assert blas_quiet.park_blas_workers() == found  # the idle worker is no obstacle
-    monkeypatch.setenv("LAZYGRAPH_BLAS_QUIET", "0")
     a @ a
-    assert not blas_quiet.park_blas_workers()
+    with SETTINGS.override(blas_quiet=False):
+        assert not blas_quiet.park_blas_workers()
     np.testing.assert_allclose(a @ a, want)
 
 
