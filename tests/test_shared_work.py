@@ -36,7 +36,7 @@ def test_second_output_reuses_the_chain_the_first_computed() -> None:
     assert first >= 1
     assert t.node.buffer is not None  # the live chain's value was kept by the first evaluation
     assert not t.node.inputs  # as a leaf: the second evaluation cannot walk the chain again
-    assert second <= 1
+    assert second <= 2  # `* 2.0` and the max, fused or (LAZYGRAPH_JIT=0) not; the chain is 60 steps
 
 
 def test_mandelbrot_outputs_share_the_iteration_chain() -> None:
