@@ -165,6 +165,73 @@ def conv_one_group(
     return namespace(y).ascontiguousarray(y.reshape(o, n, ho, wo).transpose(1, 0, 2, 3))
 
 
+def _padded(x: np.ndarray, p: Pair) -> np.ndarray:
+    """x zero-padded on both spatial axes (x itself when there is no padding)."""
+    if tuple(p) == (0, 0):
+        return x
+    n, c, h, w = x.shape
+    xpad = namespace(x).zeros((n, c, h + 2 * p[0], w + 2 * p[1]), dtype=x.dtype)
+    xpad[:, :, p[0] : p[0] + h, p[1] : p[1] + w] = x
+    return xpad
+
+
+def conv_depthwise(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair, p: Pair, d: Pair
+) -> np.ndarray:
+    """A depthwise convolution (groups = C_in = C_out): one multiply-add of a shifted view per window element.
+
+    The batched GEMM over groups multiplies C matrices of one row each (BLAS's worst case)
+    after an im2col with a transpose; here each of the kH*kW passes is one vectorized NumPy
+    expression over the whole image, in NCHW order, with no column matrix.
+    """
+    n, c, h, wd = x.shape
+    _, _, kh, kw = w.shape
+    ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
+    xp = namespace(x)
+    xpad = _padded(x, p)
+    y = xp.zeros((n, c, ho, wo), dtype=np.result_type(x, w))
+    tmp = xp.empty_like(y)
+    wk = w.reshape(c, kh, kw)
+    for i in range(kh):
+        for j in range(kw):
+            r, q = i * d[0], j * d[1]
+            view = xpad[:, :, r : r + s[0] * (ho - 1) + 1 : s[0], q : q + s[1] * (wo - 1) + 1 : s[1]]
+            np.multiply(view, wk[:, i, j].reshape(1, c, 1, 1), out=tmp)
+            y += tmp
+    if b is not None:
+        y += b.reshape(1, c, 1, 1)
+    return y
+
+
+def conv_grouped(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair, p: Pair, d: Pair, groups: int
+) -> np.ndarray:
+    """Cross-correlation with several groups, NCHW in and out with no transposes.
+
+    Depthwise convolutions take `conv_depthwise`; others gather the columns group-major,
+    (N, groups, C/groups*kH*kW, pixels), and multiply them by the weight (groups, O/groups, K)
+    in one batched GEMM whose result is already (N, C_out, pixels).
+    """
+    n, c, h, wd = x.shape
+    o, cp, kh, kw = w.shape
+    if cp == 1 and o == c == groups:
+        return conv_depthwise(x, w, b, s, p, d)
+    ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
+    xp = namespace(x)
+    xpad = xp.ascontiguousarray(_padded(x, p))
+    st = xpad.strides
+    shape = (n, groups, cp, kh, kw, ho, wo)
+    strides = (st[0], st[1] * cp, st[1], st[2] * d[0], st[3] * d[1], st[2] * s[0], st[3] * s[1])
+    k = cp * kh * kw
+    cols = xp.empty(shape, dtype=x.dtype)
+    np.copyto(cols, as_strided(xpad, shape, strides))
+    wm = w.reshape(groups, o // groups, k)
+    y = xp.matmul(wm, cols.reshape(n, groups, k, ho * wo))
+    if b is not None:
+        y += b.reshape(groups, o // groups, 1)
+    return y.reshape(n, o, ho, wo)
+
+
 def grad_weight_from_rows(g: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """d(conv2d)/d(w) for one group from the forward's row columns: one GEMM."""
     n, o, ho, wo = g.shape

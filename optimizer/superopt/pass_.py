@@ -39,6 +39,7 @@ from optimizer.superopt.apply import SGraph
 from optimizer.superopt.convert import slice_of
 from optimizer.superopt.cost import CostModel
 from optimizer.superopt.match import builtin_rules
+from optimizer.superopt.pool_conv import pool_rules
 from optimizer.superopt.search import SEARCHES, SearchResult
 
 PRIORITY = 175  # after CSE (200), before constant folding (150): folding sees merged weights
@@ -67,7 +68,7 @@ def stages() -> list[list[Rule]]:
     if _STAGES is None:
         from optimizer.superopt.adapt import library_rules
 
-        base = builtin_rules()
+        base = builtin_rules() + pool_rules()
         _STAGES = [base, base + library_rules()]
     return _STAGES
 
@@ -82,7 +83,7 @@ def _plain(q: QNode) -> bool:
 
 
 def worth_searching(g: Graph) -> bool:
-    """The pass's condition: an inference graph with matmuls/convolutions to merge."""
+    """The pass's condition: an inference graph with matmuls/convolutions to merge or average pools."""
     if not enabled():
         return False
     readers: dict[int, int] = {}
@@ -97,6 +98,8 @@ def worth_searching(g: Graph) -> bool:
             readers[k] = readers.get(k, 0) + 1
         elif _plain(n) and name == "add" and all(_plain(c) and c.op.name == "matmul" for c in n.inputs):
             readers[-1] = 2
+        elif _plain(n) and name == "avg_pool2d":
+            readers[-2] = 2  # a pooling the rules may turn into a convolution
     return any(v >= 2 for v in readers.values())
 
 
@@ -183,6 +186,9 @@ def _new(
     if op in ("const", "scalar"):
         a = {"shape": ("const", ()), "fill_value": ("const", value), "dtype": ("dtype", dtype.str)}
         return g.new("full", [], a, ("const", ()), dtype)
+    if op == "full":  # a rule's constant array (pool_conv.py's kernel): its dtype as `full` reads it
+        a = {"shape": ("const", tuple(shape)), "fill_value": ("const", attrs["fill_value"])}
+        return g.new("full", [], {**a, "dtype": ("dtype", dtype.str)}, ("const", tuple(shape)), dtype)
     if op == "view":
         v = attrs["view"]
         data = [list(v.shape), list(v.strides), int(v.offset)]

@@ -1,0 +1,149 @@
+"""Average pooling as a depthwise convolution (optimizer/superopt/pool_conv.py) and the grouped
+convolution kernel (ops/conv.py's conv_grouped): values against the reference kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazygraph as lg
+from ops.base import REGISTRY
+from ops.conv import conv_grouped
+from ops.window import conv2d_forward
+from optimizer.superopt import pass_
+from optimizer.superopt.apply import SGraph
+from optimizer.superopt.cost import CostModel
+from optimizer.superopt.match import Context, builtin_rules
+from optimizer.superopt.pool_conv import PoolAsConv, pool_rules
+from optimizer.superopt.search import search
+from optimizer.superopt.verify import verify_rule
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    """Each test starts with an empty cache in its own directory and the pass on."""
+    monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LAZYGRAPH_CACHE", raising=False)
+    monkeypatch.delenv("LAZYGRAPH_OPTIMIZE", raising=False)
+    monkeypatch.delenv("LAZYGRAPH_SUPEROPT", raising=False)
+    lg.cache.clear(disk=False)
+    errors = pass_.COUNTS["errors"]
+    yield
+    lg.cache.clear(disk=False)
+    assert pass_.COUNTS["errors"] == errors, pass_.LAST.get("error")
+
+
+def test_the_pool_rule_states_a_proven_instance() -> None:
+    (rule,) = pool_rules()
+    assert rule.matcher is not None and rule.origin == "builtin"
+    assert verify_rule(rule, timeout_ms=5000).status == "proven"
+
+
+POOLS = [  # (channels, side, kernel, stride, padding, count_include_pad)
+    (3, 7, 3, 1, 1, True),
+    (5, 8, 3, 2, 1, True),
+    (4, 9, 5, 1, 2, True),
+    (2, 6, 2, 2, 0, False),  # no padding: every window is whole, the divisor is fixed
+]
+
+
+def pools_graph(c: int, side: int, k: int, s: int, p: int, inc: bool) -> SGraph:
+    sg = SGraph()
+    x = sg.leaf("input", (1, c, side, side), np.float32)
+    attrs = {"kernel_size": (k, k), "stride": (s, s), "padding": (p, p), "count_include_pad": inc}
+    y = sg.add("avg_pool2d", [x], attrs)
+    sg.outputs = [sg.add("add", [y, y])]
+    return sg
+
+
+@pytest.mark.parametrize("case", POOLS)
+def test_a_pool_rewritten_as_a_convolution_keeps_its_values(case) -> None:
+    sg = pools_graph(*case)
+    (g,) = PoolAsConv().rewrites(Context(sg, sg.topo()))
+    conv = next(n for n in g.nodes.values() if n.op == "conv2d")
+    assert conv.attrs["groups"] == case[0] and not any(n.op == "avg_pool2d" for n in g.nodes.values())
+    x = np.random.default_rng(0).standard_normal((1, case[0], case[1], case[1])).astype(np.float32)
+    feeds = {i: x for i, n in sg.nodes.items() if n.op == "input"}
+    np.testing.assert_allclose(g.evaluate(feeds)[0], sg.evaluate(feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_pool_dividing_by_its_real_elements_is_not_rewritten() -> None:
+    sg = pools_graph(3, 7, 3, 1, 1, False)
+    assert list(PoolAsConv().rewrites(Context(sg, sg.topo()))) == []
+
+
+def test_the_search_turns_every_pool_into_a_convolution_when_pools_cost_more() -> None:
+    sg = SGraph()
+    x = sg.leaf("input", (1, 16, 12, 12), np.float32)
+    attrs = {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1), "count_include_pad": True}
+    a = sg.add("avg_pool2d", [x], attrs)
+    b = sg.add("avg_pool2d", [sg.add("maximum", [x, sg.leaf("const", (), np.float32, value=0)])], attrs)
+    sg.outputs = [sg.add("add", [a, b])]
+    cm = CostModel()
+    cm.pool_scale = 40.0  # lazygraph's pools measure about 40x their memory passes here
+    result = search(sg, builtin_rules() + pool_rules(), cm)
+    ops = [n.op for n in result.best.nodes.values()]
+    assert "avg_pool2d" not in ops and ops.count("conv2d") == 2 and result.cost < result.start_cost
+    xv = np.random.default_rng(1).standard_normal((1, 16, 12, 12)).astype(np.float32)
+    feeds = {x: xv}
+    np.testing.assert_allclose(result.best.evaluate(feeds)[0], sg.evaluate(feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_pass_rewrites_pools_of_a_model_and_keeps_its_values() -> None:
+    rng = np.random.default_rng(2)
+    xn = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    wn = (0.2 * rng.standard_normal((8, 8, 1, 1))).astype(np.float32)
+    F = lg.nn.functional
+
+    def model(x: lg.Array, w: lg.Array) -> lg.Array:
+        with lg.no_grad():
+            y = F.relu(F.conv2d(x, w))
+            return F.avg_pool2d(y, 3, stride=1, padding=1) + F.avg_pool2d(x, 3, stride=2, padding=1).sum()
+
+    lg.settings.update(superopt=False)
+    try:
+        want = model(lg.asarray(xn), lg.nn.Parameter(lg.asarray(wn))).numpy()
+    finally:
+        lg.settings.update(superopt=True)
+    lg.cache.clear()  # the plan without the pass is on disk too
+    before = pass_.COUNTS["searches"]
+    got = model(lg.asarray(xn), lg.nn.Parameter(lg.asarray(wn))).numpy()
+    assert pass_.COUNTS["searches"] == before + 1  # a graph with pools is searched
+    assert pass_.LAST["rules"].get("pool-as-conv", 0) >= 1
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+GROUPED = [  # (x shape, w shape, groups, stride, padding, dilation)
+    ((2, 6, 7, 7), (6, 1, 3, 3), 6, 1, 1, 1),  # depthwise
+    ((1, 8, 9, 9), (8, 1, 5, 5), 8, 2, 2, 1),  # depthwise, strided
+    ((1, 4, 8, 8), (4, 1, 3, 3), 4, 1, 2, 2),  # depthwise, dilated
+    ((2, 8, 6, 6), (12, 2, 3, 3), 4, 1, 1, 1),  # grouped, 3 outputs per group
+    ((1, 16, 5, 5), (16, 4, 3, 3), 4, 2, 1, 1),  # grouped, strided
+    ((1, 6, 4, 4), (12, 1, 1, 1), 6, 1, 0, 1),  # channel multiplier 2, 1x1
+]
+
+
+@pytest.mark.parametrize("case", GROUPED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_grouped_convolution_kernel_against_the_reference(case, dtype) -> None:
+    xs, ws, g, s, p, d = case
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype)
+    for bias in (None, b):
+        want = conv2d_forward(x, w, bias, (s, s), (p, p), (d, d), g)
+        got = conv_grouped(x, w, bias, (s, s), (p, p), (d, d), g)
+        assert got.shape == want.shape and got.dtype == want.dtype and got.flags.c_contiguous
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_a_depthwise_pool_kernel_convolution_is_the_average_pool() -> None:
+    x = np.random.default_rng(4).standard_normal((1, 5, 6, 6)).astype(np.float32)
+    w = np.full((5, 1, 3, 3), 1 / 9, np.float32)
+    pool = REGISTRY["avg_pool2d"].kernel(
+        x, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), count_include_pad=True
+    )
+    np.testing.assert_allclose(
+        conv_grouped(x, w, None, (1, 1), (1, 1), (1, 1), 5), pool, rtol=1e-5, atol=1e-6
+    )
