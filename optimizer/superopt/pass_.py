@@ -68,7 +68,9 @@ def stages() -> list[list[Rule]]:
     if _STAGES is None:
         from optimizer.superopt.adapt import library_rules
 
-        base = builtin_rules() + pool_rules()
+        base = (
+            pool_rules() + builtin_rules()
+        )  # pools first: one cheap candidate, before the merges fill the budget
         _STAGES = [base, base + library_rules()]
     return _STAGES
 
