@@ -89,7 +89,7 @@ def test_the_search_turns_every_pool_into_a_convolution_when_pools_cost_more() -
     np.testing.assert_allclose(result.best.evaluate(feeds)[0], sg.evaluate(feeds)[0], rtol=1e-5, atol=1e-6)
 
 
-def test_the_pass_rewrites_pools_of_a_model_and_keeps_its_values() -> None:
+def test_the_pass_rewrites_pools_of_a_model_and_keeps_its_values(monkeypatch) -> None:
     rng = np.random.default_rng(2)
     xn = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
     wn = (0.2 * rng.standard_normal((8, 8, 1, 1))).astype(np.float32)
@@ -100,11 +100,10 @@ def test_the_pass_rewrites_pools_of_a_model_and_keeps_its_values() -> None:
             y = F.relu(F.conv2d(x, w))
             return F.avg_pool2d(y, 3, stride=1, padding=1) + F.avg_pool2d(x, 3, stride=2, padding=1).sum()
 
-    lg.settings.update(superopt=False)
-    try:
-        want = model(lg.asarray(xn), lg.nn.Parameter(lg.asarray(wn))).numpy()
-    finally:
-        lg.settings.update(superopt=True)
+    # the environment, as test_eqsat does (a settings override would outlive the test)
+    monkeypatch.setenv("LAZYGRAPH_SUPEROPT", "0")
+    want = model(lg.asarray(xn), lg.nn.Parameter(lg.asarray(wn))).numpy()
+    monkeypatch.setenv("LAZYGRAPH_SUPEROPT", "1")
     lg.cache.clear()  # the plan without the pass is on disk too
     before = pass_.COUNTS["searches"]
     got = model(lg.asarray(xn), lg.nn.Parameter(lg.asarray(wn))).numpy()
