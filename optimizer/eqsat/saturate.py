@@ -39,6 +39,8 @@ from optimizer.superopt.match import Context
 
 #: the least time (seconds) an ILP extraction is started with
 ILP_LEAST = 0.03
+#: candidates per step that changed nothing (the e-graph held them) costed as concrete graphs
+KNOWN_PER_STEP = 16
 
 
 @dataclass
@@ -61,6 +63,7 @@ class Saturation:
     seen_best: tuple[float, SGraph] | None = None  # the cheapest concrete graph a step made
     steps: int = 0
     generated: int = 0
+    known: list = field(default_factory=list)  # this step's candidates the e-graph already held
 
     def __post_init__(self) -> None:
         if self.sg.topo() is None:
@@ -145,6 +148,11 @@ class Saturation:
                 if eg.absorb(gmap, cand, g.replaced, rule.name, rebuild=False):
                     self.applied[rule.name] += 1
                     made.append((cand, eg.last))
+                elif g is graphs[0][0] and len(self.known) < KNOWN_PER_STEP:
+                    # its nodes were all there (a merge made on the input, now on the cheapest
+                    # graph, whose pools another rule rewrote): the e-graph holds it, the linear
+                    # costs may not rank it first, so the step costs it as a concrete graph too
+                    self.known.append((cand, gmap))
                 if eg.size >= self.node_limit or time.perf_counter() > deadline:
                     break
                 if limit is not None and len(made) >= limit:
@@ -156,6 +164,7 @@ class Saturation:
     def step(self, deadline: float) -> int:
         """One round of every rule on the frontier; returns how many rewrites changed the e-graph."""
         self.steps += 1
+        self.known = []
         graphs = list(self.frontier)
         best = self.best_graph()
         if best.key() not in {g.key() for g, _ in graphs}:
@@ -185,10 +194,18 @@ class Saturation:
             changed += self.instantiate(self.eg, rule, ms[: self.match_limit], deadline)
         if self.eg.dirty:
             self.eg.rebuild()
-        costed = sorted(((self.model.graph_cost(g), k) for k, (g, _) in enumerate(made)))
+        known = [g for g, _ in self.known] if time.perf_counter() < deadline else []
+        drawn = [g for g, _ in made] + known
+        costed = sorted(((self.model.graph_cost(g), k) for k, g in enumerate(drawn)))
         if costed and (self.seen_best is None or costed[0][0] < self.seen_best[0]):
-            self.seen_best = (costed[0][0], made[costed[0][1]][0])
-        self.frontier = [made[k] for _, k in costed[: self.frontier_size]]
+            self.seen_best = (costed[0][0], drawn[costed[0][1]])
+            # a cheaper held graph is progress too: the next step draws from it
+            changed += costed[0][1] >= len(made)
+        # the next frontier: the cheapest graphs, made or held (a held one's classes looked up)
+        self.frontier = [
+            made[k] if k < len(made) else (drawn[k], self.eg.add_graph(drawn[k]))
+            for _, k in costed[: self.frontier_size]
+        ]
         return len(made) + changed
 
     def run(self, seconds: float, max_steps: int = 50) -> str:
