@@ -23,6 +23,8 @@ class Renderer:
     """Shared structure; `cuda` selects type spellings, subclasses the loop syntax."""
 
     cuda = False
+    #: outputs written through row buffers (jit/render_rows.py; the C row renderer sets them)
+    streamed: list[int] = []
 
     def __init__(self, spec: Spec, layout: Layout, assign: tuple[Par, ...]) -> None:
         self.spec = spec
@@ -91,7 +93,7 @@ class Renderer:
             if line:
                 self.emit(line)
             if self.stash.get(i, (0, -1))[1] == st:
-                self.emit(f"a{self.stash[i][0]}[{self.index(self.stash[i][0])}] = v{i};")
+                self.emit(f"{self.elem(self.stash[i][0])} = v{i};")
 
     def value_line(self, i: int) -> str | None:
         """The declaration computing value i (loads, elementwise); None for others."""
@@ -119,6 +121,16 @@ class Renderer:
             return self._koffset(ai, inline_last=True) or "0"
         return " + ".join(terms) or "0"
 
+    def elem(self, ai: int) -> str:
+        """The element of array `ai` at the current loop nest point (an output may live in a row buffer)."""
+        return f"a{ai}[{self.index(ai)}]"
+
+    def row_begin(self) -> None:
+        """Hook at the start of each kept iteration of a reduction kernel (after the offsets)."""
+
+    def row_end(self) -> None:
+        """Hook at the end of each kept iteration of a reduction kernel (after the final stage)."""
+
     def _term(self, ai: int, li: int) -> str:
         inner = li == self.nk + self.nr - 1 or (not self.nr and li == self.nk - 1)
         if inner and self.layout.unit[ai][li]:
@@ -140,6 +152,7 @@ class Renderer:
                 off = self._koffset(ai, inline_last=False)
                 if off:
                     self.emit(f"const int64_t o{ai} = {off};")
+            self.row_begin()
         done: set[int] = set()
         self.k_values(0, done)
         for st in self.stages:
@@ -147,6 +160,8 @@ class Renderer:
             self.k_values(st, done)
         if self.finals or not self.nr:
             self.final(done)
+        if self.nr:
+            self.row_end()
         for li in range(self.nk):
             self.close_loop(li, kept=True)
         return self.lines
@@ -248,7 +263,7 @@ class Renderer:
         for i in sorted(self.final_values()):
             if i in self.stash:
                 a = self.stash[i][0]
-                self.emit(f"const {self.ct(self.spec.values[i].dtype)} v{i} = a{a}[{self.index(a)}];")
+                self.emit(f"const {self.ct(self.spec.values[i].dtype)} v{i} = {self.elem(a)};")
                 continue
             line = self.value_line(i)
             if line:
@@ -344,7 +359,7 @@ class Renderer:
 
     def store(self, ai: int, v: int, reduced: bool) -> None:
         """Write value v to output array ai at the current point."""
-        self.emit(f"a{ai}[{self.index(ai)}] = v{v};")
+        self.emit(f"{self.elem(ai)} = v{v};")
 
     def reduction_clause(self, reds: list[int]) -> str:
         """OpenMP reduction clauses for the accumulators of `reds`."""

@@ -34,6 +34,7 @@ import re
 
 from jit.ir import Par
 from jit.render_order import LEAF
+from jit.render_rows import CHUNK
 
 #: elements per block: a multiple of the widest vector length (16 floats, 64 bytes in AVX-512)
 W = 64
@@ -96,7 +97,7 @@ class VectorBlocks:
     def load_source(self, i: int) -> str:
         """The memory read of load value i at the current loop point."""
         ai = self.spec.values[i].index
-        return f"a{ai}[{self.index(ai)}]"
+        return self.elem(ai)
 
     def block_loop(
         self,
@@ -122,7 +123,8 @@ class VectorBlocks:
             if line:
                 compute.append(vectorize(line))
         if parallel:
-            self.emit("#pragma omp parallel for schedule(static)")
+            # blocks handed out on demand, CHUNK elements at a time (jit/render_rows.py)
+            self.emit(f"#pragma omp parallel for schedule(dynamic, {CHUNK // W})")
         self.emit(f"for (int64_t lg_q = 0; lg_q < {count}; lg_q += LG_W) {{")
         self.depth += 1
         if not self.short:
@@ -194,7 +196,7 @@ class VectorBlocks:
         ids = sorted(i for i in self.needed if self.spec.values[i].kind in ("load", "elem"))
         self._open_r.append(li)  # lets index() see i{li} (the same term as for a kept loop)
         loads = {i: self.load_source(i) for i in ids if self.spec.values[i].kind == "load"}
-        stores = [(f"a{a}[{self.index(a)}]", v) for v, a in self.spec.outputs]
+        stores = [(self.elem(a), v) for v, a in self.spec.outputs]
         self._open_r.pop()
         self.block_loop(li, "0", f"n{li}", par in (Par.BLOCKS, Par.BLOCKS_AND_THREADS), ids, loads, stores)
 
@@ -212,10 +214,10 @@ class VectorBlocks:
         for i in ids:
             if i in self.stash:
                 a = self.stash[i][0]
-                loads[i] = f"a{a}[{self.index(a)}]"
+                loads[i] = self.elem(a)
             elif self.spec.values[i].kind == "load":
                 loads[i] = self.load_source(i)
-        stores = [(f"a{a}[{self.index(a)}]", v) for v, a in self.finals]
+        stores = [(self.elem(a), v) for v, a in self.finals]
         par = self.rpar[st][self.nr - 1]
         self.block_loop(li, "0", f"n{li}", par in (Par.BLOCKS, Par.BLOCKS_AND_THREADS), ids, loads, stores)
         self._open_r.pop()
@@ -242,7 +244,7 @@ class VectorBlocks:
         for i in ids:
             if self.stash.get(i, (0, -1))[1] == st:
                 s = self.stash[i][0]
-                stores.append((f"a{s}[{self.index(s)}]", i))
+                stores.append((self.elem(s), i))
         self._open_r.pop()
         self.emit("{")
         self.depth += 1

@@ -28,6 +28,8 @@ from jit.render import Renderer
 from jit.render_block import MVEC, VectorBlocks, vector_declarations
 from jit.render_columns import ColumnRenderer, remaining_finals, stage_stores, wants_columns
 from jit.render_order import OrderedStages
+from jit.render_rows import PRELUDE as ROWS_PRELUDE
+from jit.render_rows import RowStreams, chunk_lines
 
 PRELUDE = r"""#include <stdint.h>
 #include <tgmath.h>
@@ -114,7 +116,7 @@ def mvec_declarations() -> str:
     return "\n".join(out) + "\n"
 
 
-class CRenderer(VectorBlocks, OrderedStages, Renderer):
+class CRenderer(RowStreams, VectorBlocks, OrderedStages, Renderer):
     """OpenMP C (see the module docstring)."""
 
     def _plan_stash(self) -> dict[int, tuple[int, int]]:
@@ -130,12 +132,23 @@ class CRenderer(VectorBlocks, OrderedStages, Renderer):
             self._inner_par = par  # final() prints this loop as a block loop
             return
         clause = self.reduction_clause(reds)
-        if par is Par.BLOCKS:
-            self.emit(f"#pragma omp parallel for schedule(static){clause}")
+        # chunks handed out on demand (jit/render_rows.py): a thread whose core is taken
+        # leaves its rows to the others; no value depends on the schedule
+        if par in (Par.BLOCKS, Par.BLOCKS_AND_THREADS):
+            for line in chunk_lines(li, self.layout.nloops):
+                self.emit(line)
+        if par is Par.BLOCKS and kept and li == 0 and self.streamed:
+            # a region of its own so that each thread fences its streaming stores once
+            self.emit("#pragma omp parallel")
+            self.emit("{")
+            self.depth += 1
+            self.emit(f"#pragma omp for schedule(dynamic, lg_ch{li}) nowait")
+        elif par is Par.BLOCKS:
+            self.emit(f"#pragma omp parallel for schedule(dynamic, lg_ch{li}){clause}")
         elif par is Par.THREADS:
             self.emit(f"#pragma omp simd{clause}")
         elif par is Par.BLOCKS_AND_THREADS:
-            self.emit(f"#pragma omp parallel for simd schedule(static){clause}")
+            self.emit(f"#pragma omp parallel for simd schedule(dynamic, lg_ch{li}){clause}")
         self.emit(f"for (int64_t i{li} = 0; i{li} < n{li}; i{li}++) {{")
         self.depth += 1
 
@@ -143,6 +156,10 @@ class CRenderer(VectorBlocks, OrderedStages, Renderer):
         """`}`, except for a block loop (closed by itself)."""
         if not (kept and li == self.nk - 1 and self.blocked_elementwise()):
             super().close_loop(li, kept)
+        if kept and li == 0 and self.streamed and self.kpar[0] is Par.BLOCKS:
+            self.emit("if (lg_nt) lg_sfence();")
+            self.depth -= 1
+            self.emit("}")
 
     def final(self, done: set[int]) -> None:
         """Outputs; a loop computing vector math becomes a block loop."""
@@ -173,8 +190,11 @@ def render_c(  # noqa: ANN001
         r.exact = exact
         r.vmath = mvec and exact
         r.short = short
+        r.plan_streams()
     body = r.body()
     head = [PRELUDE, (vector_declarations() if exact else mvec_declarations()) if mvec else ""]
+    if r.streamed:
+        head.append(ROWS_PRELUDE)
     if uses_complex(spec):
         head.append(complex_prelude(cuda=False))
     head.append("void lg_kernel(void **ptrs, const int64_t *dims, const double *fs, const int64_t *is) {")
@@ -204,5 +224,7 @@ def render_c(  # noqa: ANN001
     work = " * ".join(f"n{li}" for li in range(nl)) or "1"
     head.append(f"  const int lg_par = {work} >= {PARALLEL_MIN};")
     head.append("  (void)lg_par;")
+    if r.streamed:
+        head.extend(r.stream_header())
     body = [ln + " if(lg_par)" if ln.lstrip().startswith("#pragma omp parallel") else ln for ln in body]
     return "\n".join(head) + "\n" + "\n".join(body) + "\n}\n"

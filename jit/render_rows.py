@@ -1,0 +1,141 @@
+"""Row kernels near a copy's speed: dynamic schedules, row buffers, streaming stores (C only).
+
+A reduction kernel over rows (softmax, log_softmax, layernorm and their gradients: a kept
+loop around one reduced loop) reads each row from memory once and rereads it from cache in
+its later stages, so its memory traffic is one read of the input and one write of the output,
+like a copy, except for two costs this module removes:
+
+- **Read for ownership.** A plain store to a line not in cache first reads the line, so every
+  output byte crossed the memory bus twice. When the outputs are large (`STREAM_MIN_BYTES`
+  and more: they would leave the cache before anyone reads them again) and a row fits a
+  buffer of `ROW_BYTES`, every value a stage parks for the final stage (softmax's exp) and
+  every output of the row is written into a per-thread row buffer on the stack (L1/L2), and
+  the finished row is copied out with non-temporal stores (`lg_stream`: `movntps` on 16-, 32-
+  or 64-byte aligned lines, plain stores for the unaligned ends of the row), then one
+  `sfence` per thread before the parallel region ends. Values are copied byte for byte: no
+  result changes. The choice is made per launch (`lg_nt`), so small arrays keep writing in
+  place into lines the next kernel will find in cache. Elsewhere than x86-64 `lg_stream` is
+  never used (`LG_STREAMS` 0).
+- **A stalled thread.** Threads took equal shares of the rows (`schedule(static)`), so a
+  core taken by another process held the whole kernel until its thread's share was done.
+  Every parallel loop of the C renderer now hands out chunks of about `CHUNK` innermost
+  iterations on demand (`schedule(dynamic, ...)`): a thread that runs takes the rows of one
+  that does not. A row's values do not depend on the thread that computes it (float sums
+  never split a row: jit/render_order.py), so the bits are the same for any schedule.
+"""
+
+from __future__ import annotations
+
+from jit.ir import Par
+
+#: bytes of the row buffer of one streamed output (on the stack of each thread)
+ROW_BYTES = 1 << 16
+#: outputs of at least this many bytes are streamed (smaller ones may stay in the cache)
+STREAM_MIN_BYTES = 1 << 24
+#: innermost iterations per chunk of a dynamic schedule
+CHUNK = 1 << 14
+
+PRELUDE = r"""/* Non-temporal stores for whole rows (jit/render_rows.py): aligned lines bypass the cache. */
+#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__))
+#define LG_STREAMS 1
+#if defined(__AVX512F__)
+#define LG_NTB 64
+typedef float lg_ntv __attribute__((vector_size(64), may_alias));
+#define LG_NTSTORE(p, v) __asm__ volatile("vmovntps %1, %0" : "=m"(*(lg_ntv *)(p)) : "v"(v))
+#elif defined(__AVX__)
+#define LG_NTB 32
+typedef float lg_ntv __attribute__((vector_size(32), may_alias));
+#define LG_NTSTORE(p, v) __asm__ volatile("vmovntps %1, %0" : "=m"(*(lg_ntv *)(p)) : "x"(v))
+#else
+#define LG_NTB 16
+typedef float lg_ntv __attribute__((vector_size(16), may_alias));
+#define LG_NTSTORE(p, v) __asm__ volatile("movntps %1, %0" : "=m"(*(lg_ntv *)(p)) : "x"(v))
+#endif
+static inline void lg_stream(void *restrict dst, const void *restrict src, int64_t bytes) {
+  char *d = (char *)dst; const char *s = (const char *)src;
+  int64_t h = (int64_t)((0 - (uintptr_t)d) & (LG_NTB - 1));
+  if (h > bytes) h = bytes;
+  __builtin_memcpy(d, s, (__SIZE_TYPE__)h); d += h; s += h; bytes -= h;
+  for (; bytes >= LG_NTB; bytes -= LG_NTB, d += LG_NTB, s += LG_NTB) {
+    lg_ntv v; __builtin_memcpy(&v, s, LG_NTB); LG_NTSTORE(d, v);
+  }
+  __builtin_memcpy(d, s, (__SIZE_TYPE__)bytes); }
+#define lg_sfence() __asm__ volatile("sfence" ::: "memory")
+#else
+#define LG_STREAMS 0
+static inline void lg_stream(void *restrict dst, const void *restrict src, int64_t bytes) {
+  __builtin_memcpy(dst, src, (__SIZE_TYPE__)bytes); }
+#define lg_sfence() ((void)0)
+#endif
+"""
+
+
+def chunk_lines(li: int, nloops: int) -> list[str]:
+    """`lg_ch{li}`: iterations of loop li per dynamic chunk, about CHUNK innermost iterations."""
+    inner = " * ".join(f"n{j}" for j in range(li + 1, nloops)) or "1"
+    return [
+        f"const int64_t lg_w{li} = {inner};",
+        f"const int lg_ch{li} = lg_w{li} >= {CHUNK} ? 1 : (int)({CHUNK} / (lg_w{li} > 0 ? lg_w{li} : 1));",
+    ]
+
+
+class RowStreams:
+    """Mixin for the C renderer: row buffers and streaming stores (module docstring)."""
+
+    #: output arrays written through row buffers when the launch streams (`plan_streams`)
+    streamed: list[int] = []
+
+    def plan_streams(self) -> list[int]:
+        """Outputs that vary along the one reduced loop with unit stride, in a kernel whose
+        outermost kept loop is the only parallel one (one row per thread at a time)."""
+        self.streamed = []
+        if self.nr != 1 or not self.nk or self.kpar[0] is not Par.BLOCKS:
+            return self.streamed
+        if any(p is not Par.SEQUENTIAL for p in self.kpar[1:]):
+            return self.streamed
+        inner = self.nk
+        written = {a for _, a in self.finals} | {a for a, _ in self.stash.values()}
+        for a in sorted(written):
+            ref = self.spec.arrays[a]
+            if ref.output and self.layout.moves[a][inner] and self.layout.unit[a][inner]:
+                self.streamed.append(a)
+        return self.streamed
+
+    def stream_header(self) -> list[str]:
+        """`lg_nt`: whether this launch writes rows through the buffers (large outputs only)."""
+        items = [self.spec.arrays[a].dtype.itemsize for a in self.streamed]
+        nl = self.layout.nloops
+        work = " * ".join(f"n{li}" for li in range(nl)) or "1"
+        row = ROW_BYTES // max(items)
+        return [
+            f"  const int lg_nt = LG_STREAMS && n{self.nk} <= {row} && "
+            f"{work} * {max(items)} >= {STREAM_MIN_BYTES};",
+            "  (void)lg_nt;",
+        ]
+
+    def elem(self, ai: int) -> str:
+        """A streamed output's element is in its row pointer (the buffer or the output row)."""
+        if ai in self.streamed and self.nk in self._open_r:
+            return f"lg_y{ai}[i{self.nk}]"
+        return super().elem(ai)  # type: ignore[misc]
+
+    def _row_base(self, a: int) -> str:
+        return f"a{a} + o{a}" if any(self.layout.moves[a][: self.nk]) else f"a{a}"
+
+    def row_begin(self) -> None:
+        """Each streamed output's row pointer: its row buffer when streaming, else the row itself."""
+        for a in self.streamed:
+            t = self.ct(self.spec.arrays[a].dtype)
+            n = ROW_BYTES // self.spec.arrays[a].dtype.itemsize
+            self.emit(f"{t} lg_row{a}[{n}];")
+            self.emit(f"{t} *restrict lg_y{a} = lg_nt ? lg_row{a} : {self._row_base(a)};")
+
+    def row_end(self) -> None:
+        """Stream the finished rows out of their buffers."""
+        if not self.streamed:
+            return
+        self.emit("if (lg_nt) {")
+        for a in self.streamed:
+            t = self.ct(self.spec.arrays[a].dtype)
+            self.emit(f"  lg_stream({self._row_base(a)}, lg_y{a}, n{self.nk} * (int64_t)sizeof({t}));")
+        self.emit("}")
