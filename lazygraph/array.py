@@ -13,7 +13,9 @@ import numbers
 import weakref
 from collections.abc import Callable, Iterator
 from math import prod
+from sys import getrefcount
 from typing import Any
+from weakref import ref
 
 import numpy as np
 from numpy.exceptions import ComplexWarning
@@ -28,7 +30,7 @@ from lazygraph.indexing import parse_index, plain_view
 from ops.base import FAST_SIZE, REGISTRY, _weak_sig, check_size, fmt_shape
 from ops.creation import BUFFER, SCALAR
 from ops.node import HOST, Node
-from ops.views import View, contiguous, is_identity
+from ops.views import _SCALAR_OPS, View, contiguous, is_identity
 
 VIEW = REGISTRY["view"]
 ASSIGN = REGISTRY["assign"]
@@ -332,7 +334,10 @@ class Array:
         node = self.node
         if node.buffer is None:
             evaluation.evaluate([node])
-        return host_value(node)  # a device's value is copied back here, and only here
+        value = host_value(node)  # a device's value is copied back here, and only here
+        if value is node.buffer and value.flags.writeable:
+            value.setflags(write=False)  # a direct write (`_direct_set`) left it writeable
+        return value
 
     def numpy(self) -> np.ndarray:
         """Evaluate; the result is a read-only NumPy array (copy it to modify)."""
@@ -508,6 +513,11 @@ class Array:
             raise ValueError("setitem: assignment destination is read-only (a broadcast view)")
         sig = None
         if type(self) in _LEAN:
+            t = type(value)
+            if (t in _DIRECT_VALUES or (t is Scalar and type(value._storage) is _Held)) and _direct_set(
+                self, key, value
+            ):
+                return  # written into the held buffer, as NumPy writes
             if (
                 type(value) is Scalar
                 and type(value._storage) is _Update
@@ -570,6 +580,12 @@ class Array:
 
     def __getitem__(self, key: Any) -> Array:
         if type(self) in _LEAN:
+            base = self._storage.node
+            buf = base.buffer
+            if type(buf) is np.ndarray and self._view is None and not base.requires_grad:
+                out = _held_element(base, buf, key)
+                if out is not None:
+                    return out
             view = self._view
             view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)
             if view is not None:
@@ -628,6 +644,8 @@ class Scalar(Array):
         """The element as a Python scalar when it is an unbuilt read of an evaluated host buffer
         of a real kind, converted as NumPy converts it; else None (the general conversion)."""
         st = self._storage
+        if type(st) is _Held:
+            return st.val.item()
         if type(st) is _Element:
             base = st.base
             buf = base.buffer
@@ -693,7 +711,21 @@ class _Element(Storage):
 
 
 #: the fields of the recipes below (anything else set on such a storage, `.grad`, is kept)
-_RECIPE = ("arr", "key", "base", "view", "elem", "op", "other", "onode", "opdef", "dtype", "hint")
+_RECIPE = (
+    "arr",
+    "key",
+    "base",
+    "view",
+    "elem",
+    "op",
+    "other",
+    "onode",
+    "opdef",
+    "dtype",
+    "hint",
+    "val",
+    "src",
+)
 
 
 class _Update(_Element):
@@ -708,6 +740,149 @@ class _Update(_Element):
         return binary_recorder(self.op)(self.elem, other)._storage.node
 
 
+# -- direct element reads and writes of an evaluated host buffer ------------------------------
+#
+# Once an array is evaluated its value is a NumPy buffer, so `s = a[i]` reads the element at
+# once (a NumPy scalar: NumPy's own copy), `s op= v` computes with NumPy's scalar arithmetic
+# (what NumPy's `a[i] += v` runs), and `a[i] = s` writes into the buffer itself when nothing
+# recorded but not yet evaluated can read the value being overwritten (`_direct_set`'s proof).
+# Anything else (a pending reader, a view or user holding the buffer, autograd, model state, a
+# device buffer, another index or value) takes the recorded path, whose checks raise errors.
+
+
+class _Held(_Element):
+    """The storage of an element read at once from an evaluated host buffer: `val`, a NumPy scalar.
+
+    `src` is a weak reference to the node read (floating values only), so that the 0-d constant
+    built when the scalar meets a lazy array is marked as released when that node was (grad()
+    must refuse a path through a released history, as for the view node it stands for).
+    """
+
+    # made field by field (`_held_scalar`): val, src
+
+    def build(self) -> Node:
+        """A 0-d constant holding the element (what a view of an evaluated buffer is)."""
+        value = np.array(self.val)
+        value.setflags(write=False)
+        node = Node(BUFFER, (), {}, (), value.dtype, buffer=value)
+        src = self.src
+        if src is not None:
+            read = src()
+            if read is not None and read in RELEASED:
+                RELEASED.add(node)
+        return node
+
+
+def _held_scalar(val: Any, src: Any) -> Scalar:
+    """A Scalar holding the NumPy scalar `val` (built field by field: element loops make many)."""
+    st = _new(_Held)
+    st.val = val
+    st.src = src
+    out = _new(Scalar)
+    out._storage = st
+    out._view = out._vnode = out._vbase = None
+    out._readonly = False
+    return out
+
+
+#: integer types an index may hold for the direct paths (NumPy indexes with them alike)
+_INT_KEYS = {int, np.int64, np.int32, np.intp, np.uint64, np.uint32, np.int16, np.int8, np.uint16, np.uint8}
+
+
+def _held_element(base: Node, buf: np.ndarray, key: Any) -> Scalar | None:
+    """`a[key]` of an evaluated host buffer when `key` picks one element (else None: the general path)."""
+    if base.device is not HOST or base.dtype.kind not in "biufc":
+        return None
+    t = type(key)
+    if t is tuple:
+        if len(key) != buf.ndim:
+            return None
+        for k in key:
+            if type(k) not in _INT_KEYS:
+                return None
+    elif t not in _INT_KEYS or buf.ndim != 1:
+        return None
+    try:
+        val = buf[key]
+    except IndexError:
+        return None  # the general path raises it, in lazygraph's words
+    return _held_scalar(val, ref(base) if base.dtype.kind == "f" else None)
+
+
+#: value types `_direct_set` writes (Python and NumPy scalars; other values take the recorded path)
+_NP_SCALARS = {np.dtype(c).type for c in "?bhilqBHILQefdgFDG"}
+_DIRECT_VALUES = {int, float, bool, complex} | _NP_SCALARS
+_COMPLEX_VALUES = {complex, np.complex64, np.complex128, np.clongdouble}
+
+
+def _held_op(s: Scalar, fn: Callable[[Any, Any], Any], other: Any) -> Scalar | None:
+    """`s op= t` for two held elements with NumPy's scalar arithmetic (None: record it instead)."""
+    if type(other) is not Scalar or type(other._storage) is not _Held:
+        return None
+    st = s._storage
+    ost = other._storage
+    try:
+        r = fn(st.val, ost.val)
+    except Exception:  # the recorded path raises it, in lazygraph's words (or records it)
+        return None
+    if type(r) not in _NP_SCALARS:
+        return None
+    return _held_scalar(r, ost.src if st.src is None else st.src)
+
+
+def _direct_set(arr: Array, key: Any, value: Any) -> bool:
+    """Write a scalar into an evaluated array's host buffer itself, when nothing else can see it.
+
+    The proof is reference counts: the array's node is held by its storage alone (no pending
+    node reads it, no element recipe, view, other array or write history refers to it), and
+    its buffer by the node alone (no NumPy view, no `numpy()` result, no other node shares the
+    memory), so the old value is dead. Model state, autograd, device buffers and indices
+    other than integers and integer slices take the recorded path (False).
+    """
+    storage = arr._storage
+    if type(storage) is not Storage or arr._view is not None:
+        return False
+    node = storage.node
+    buf = node.buffer
+    if (
+        type(buf) is not np.ndarray
+        or node.users != 1
+        or storage.hist is not None
+        or node.requires_grad
+        or node.static
+        or storage.requires_grad
+        or storage.static
+        or node.device is not HOST
+        or buf.base is not None
+    ):
+        return False
+    t = type(key)
+    if t is tuple:
+        for k in key:
+            if type(k) not in _INT_KEYS and (type(k) is not slice or not _int_slice(k)):
+                return False
+    elif t not in _INT_KEYS and (t is not slice or not _int_slice(key)):
+        return False
+    v = value._storage.val if type(value) is Scalar else value
+    if type(v) in _COMPLEX_VALUES and buf.dtype.kind != "c":
+        return False  # NumPy warns about the lost imaginary part: the recorded path warns at the user's line
+    # held by the storage's node, `node` and getrefcount's argument; the buffer likewise
+    if getrefcount(node) != 3 or getrefcount(buf) != 3:
+        return False
+    if not buf.flags.writeable:
+        buf.setflags(write=True)  # stays so for the next write; `_value` hands it out read-only
+    try:
+        buf[key] = v
+    except Exception:  # out of range, a value the dtype cannot hold: the recorded path raises it
+        return False
+    return True
+
+
+def _int_slice(k: slice) -> bool:
+    """Whether a slice's bounds are plain integers (or None)."""
+    return all(x is None or type(x) in _INT_KEYS for x in (k.start, k.stop, k.step))
+
+
 def scalar_inplace(op: str) -> Callable[[Scalar, Any], Array]:
     """`Scalar.__iop__`: `s op= v` rebinds `s` to `s op v`, kept as a recipe for an unread element."""
     f = _SCALAR_INPLACE.get(op)
@@ -718,9 +893,28 @@ def scalar_inplace(op: str) -> Callable[[Scalar, Any], Array]:
     if opdef.sig_cache is None or opdef not in writes.FUSABLE or opdef in _FALLIBLE:
         f = rec
     else:
+        fn = _SCALAR_OPS.get(opdef.fn, opdef.fn)
 
         def f(self: Scalar, other: Any) -> Array:
-            if type(self._storage) is _Element:
+            st = self._storage
+            t = type(st)
+            if t is _Held:
+                if type(other) in _DIRECT_VALUES:  # NumPy's scalar arithmetic, as NumPy's `a[i] += v`
+                    try:
+                        r = fn(st.val, other)
+                    except Exception:  # the recorded path raises it, in lazygraph's words
+                        r = None
+                    if type(r) in _NP_SCALARS:
+                        # held by the statement alone (`a[i] += v`): nobody sees the old value go
+                        if getrefcount(self) == 3 and getrefcount(st) == 3:
+                            st.val = r
+                            return self
+                        return _held_scalar(r, st.src)
+                else:
+                    held = _held_op(self, fn, other)
+                    if held is not None:
+                        return held
+            elif t is _Element:
                 pending = _pending_update(self, op, opdef, other)
                 if pending is not None:
                     return pending
