@@ -36,11 +36,19 @@ class PoolAsConv(Matcher):
     def rewrites(self, ctx: Context) -> Iterator[SGraph]:
         """Every float average pooling whose divisor is the whole window: all of them at once
         first (the pools are independent: one step of the TASO search, not one per pool),
-        then each alone."""
+        then the pools of each configuration (input shape and window) together: a rewrite's
+        cost depends on its configuration only, so the pools of one either all pay or none
+        does (NASNet-A: 36 pools, 7 configurations; one graph per pool cost 0.2 s a step)."""
         sg = ctx.sg
-        pools = [u for u in ctx.by_op.get("avg_pool2d", []) if self._fits(sg, u)]
-        groups = [pools] if len(pools) > 1 else []
-        for members in groups + [[u] for u in pools]:
+        by_config: dict[tuple, list[int]] = {}
+        for u in ctx.by_op.get("avg_pool2d", []):
+            if self._fits(sg, u):
+                n = sg.nodes[u]
+                key = (sg.nodes[n.inputs[0]].shape, n.dtype.str, repr(sorted(n.attrs.items())))
+                by_config.setdefault(key, []).append(u)
+        groups = list(by_config.values())
+        every = [u for members in groups for u in members]
+        for members in ([every] if len(groups) > 1 else []) + groups:
             g = rewrite(sg, self.name, lambda g, m=members: {u: self._build(g, u) for u in m})
             if g is not None:
                 yield g
