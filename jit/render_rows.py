@@ -8,14 +8,17 @@ like a copy, except for two costs this module removes:
 - **Read for ownership.** A plain store to a line not in cache first reads the line, so every
   output byte crossed the memory bus twice. When the outputs are large (`STREAM_MIN_BYTES`
   and more: they would leave the cache before anyone reads them again) and a row fits a
-  buffer of `ROW_BYTES`, every value a stage parks for the final stage (softmax's exp) and
-  every output of the row is written into a per-thread row buffer on the stack (L1/L2), and
-  the finished row is copied out with non-temporal stores (`lg_stream`: `movntps` on 16-, 32-
-  or 64-byte aligned lines, plain stores for the unaligned ends of the row), then one
-  `sfence` per thread before the parallel region ends. Values are copied byte for byte: no
-  result changes. The choice is made per launch (`lg_nt`), so small arrays keep writing in
-  place into lines the next kernel will find in cache. Elsewhere than x86-64 `lg_stream` is
-  never used (`LG_STREAMS` 0).
+  buffer of `ROW_BYTES`, every output of the row is written into a per-thread row buffer on
+  the stack (L1/L2), and the finished row is copied out with non-temporal stores
+  (`lg_stream`: `movntps` on 16-, 32- or 64-byte aligned lines, plain stores for the
+  unaligned ends of the row), then one `sfence` per thread before the parallel region ends.
+  Values are copied byte for byte: no result changes. The choice is made per launch
+  (`lg_nt`), so small arrays keep writing in place into lines the next kernel will find in
+  cache. Elsewhere than x86-64 `lg_stream` is never used (`LG_STREAMS` 0). Kernels that park
+  a value in an output row for the final stage (softmax's exp) are not streamed: there the
+  reads for ownership overlap the exp, and the extra pass over the buffer cost more than it
+  saved (one core, 4096 x 4096 float32: 15.3 ms streamed, 13.5 ms not; layernorm 11.0 ms
+  streamed against 13.5 ms, log_softmax 14.2 against 15.5).
 - **A stalled thread.** Threads took equal shares of the rows (`schedule(static)`), so a
   core taken by another process held the whole kernel until its thread's share was done.
   Every parallel loop of the C renderer now hands out chunks of about `CHUNK` innermost
@@ -94,6 +97,12 @@ class RowStreams:
         if any(p is not Par.SEQUENTIAL for p in self.kpar[1:]):
             return self.streamed
         inner = self.nk
+        outs = {v for v, _ in self.spec.outputs}
+        if any(v not in outs for v in self.stash):
+            # a value parked for the final stage (softmax's exp): the plain stores' reads for
+            # ownership overlap the stage's math, and the streamed row cost 13% more time
+            # (measured on one core, 4096 x 4096 float32: 15.3 ms against 13.5)
+            return self.streamed
         written = {a for _, a in self.finals} | {a for a, _ in self.stash.values()}
         for a in sorted(written):
             ref = self.spec.arrays[a]
