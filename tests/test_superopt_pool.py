@@ -3,6 +3,8 @@ convolution kernel (ops/conv.py's conv_grouped): values against the reference ke
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -146,3 +148,61 @@ def test_a_depthwise_pool_kernel_convolution_is_the_average_pool() -> None:
     np.testing.assert_allclose(
         conv_grouped(x, w, None, (1, 1), (1, 1), (1, 1), 5), pool, rtol=1e-5, atol=1e-6
     )
+
+
+def pools_and_merges() -> SGraph:
+    """Two 1x1 convolutions with ReLU of one input (a merge that pays) beside average pools."""
+    sg = SGraph()
+    x = sg.leaf("input", (1, 512, 8, 8), np.float32)
+    zero = sg.leaf("const", (), np.float32, value=0)
+    ys = []
+    for _ in range(2):
+        w = sg.leaf("weight", (192, 512, 1, 1), np.float32)
+        ys.append(sg.add("maximum", [sg.add("conv2d", [x, w]), zero]))
+    attrs = {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1), "count_include_pad": True}
+    pooled = sg.add("avg_pool2d", [ys[0]], attrs)
+    sg.outputs = [sg.add("add", [sg.add("add", [ys[0], ys[1]]), pooled]), sg.add("avg_pool2d", [x], attrs)]
+    return sg
+
+
+def cost_model() -> CostModel:
+    cm = CostModel()
+    cm.pool_scale = 40.0  # lazygraph's pools measure about 40x their memory passes here
+    return cm
+
+
+def test_one_e_graph_step_applies_the_merges_to_the_graph_with_the_pools_rewritten() -> None:
+    """pool-as-conv's graph leads for the merges in the same step (a step of NASNet-A takes
+    0.7-2 s: under a short budget there is no second step)."""
+    from optimizer.eqsat.saturate import Saturation
+
+    sat = Saturation(pools_and_merges(), pool_rules() + builtin_rules(), cost_model())
+    sat.step(time.perf_counter() + 30)
+    applied = set(sat.seen_best[1].applied)
+    assert {"pool-as-conv", "merge-conv"} <= applied
+
+
+@pytest.mark.parametrize("which", ["eqsat", "mcts"])
+def test_the_e_graph_searches_combine_the_pools_with_the_merges(which) -> None:
+    """The e-graph searches find the combination the TASO search does, values unchanged."""
+    from optimizer.eqsat.search import eqsat_search, mcts_search
+    from optimizer.superopt.search import taso_search
+
+    sg = pools_and_merges()
+    stages = [pool_rules() + builtin_rules()] * 2
+    taso = taso_search(sg, stages, cost_model(), seconds=5, graphs=100)
+    assert {"pool-as-conv", "merge-conv"} <= set(taso.rules)
+    run = eqsat_search if which == "eqsat" else mcts_search
+    got = run(sg, stages, cost_model(), seconds=5, graphs=100)
+    assert "avg_pool2d" not in [n.op for n in got.best.nodes.values()]
+    assert got.cost <= taso.cost * (1 + 1e-9) and got.cost < got.start_cost
+    rng = np.random.default_rng(5)
+    feeds = {
+        i: (0.05 * rng.standard_normal(n.shape)).astype(np.float32)
+        for i, n in sg.nodes.items()
+        if n.op in ("input", "weight")
+    }
+    for have, want in zip(
+        got.best.evaluate({i: v for i, v in feeds.items() if i in got.best.nodes}), sg.evaluate(feeds)
+    ):
+        np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
