@@ -175,47 +175,19 @@ def _padded(x: np.ndarray, p: Pair) -> np.ndarray:
     return xpad
 
 
-def conv_depthwise(
-    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair, p: Pair, d: Pair
-) -> np.ndarray:
-    """A depthwise convolution (groups = C_in = C_out): one multiply-add of a shifted view per window element.
-
-    The batched GEMM over groups multiplies C matrices of one row each (BLAS's worst case)
-    after an im2col with a transpose; here each of the kH*kW passes is one vectorized NumPy
-    expression over the whole image, in NCHW order, with no column matrix.
-    """
-    n, c, h, wd = x.shape
-    _, _, kh, kw = w.shape
-    ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
-    xp = namespace(x)
-    xpad = _padded(x, p)
-    y = xp.zeros((n, c, ho, wo), dtype=np.result_type(x, w))
-    tmp = xp.empty_like(y)
-    wk = w.reshape(c, kh, kw)
-    for i in range(kh):
-        for j in range(kw):
-            r, q = i * d[0], j * d[1]
-            view = xpad[:, :, r : r + s[0] * (ho - 1) + 1 : s[0], q : q + s[1] * (wo - 1) + 1 : s[1]]
-            np.multiply(view, wk[:, i, j].reshape(1, c, 1, 1), out=tmp)
-            y += tmp
-    if b is not None:
-        y += b.reshape(1, c, 1, 1)
-    return y
-
-
 def conv_grouped(
     x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: Pair, p: Pair, d: Pair, groups: int
 ) -> np.ndarray:
     """Cross-correlation with several groups, NCHW in and out with no transposes.
 
-    Depthwise convolutions take `conv_depthwise`; others gather the columns group-major,
-    (N, groups, C/groups*kH*kW, pixels), and multiply them by the weight (groups, O/groups, K)
-    in one batched GEMM whose result is already (N, C_out, pixels).
+    The columns are gathered group-major, (N, groups, C/groups*kH*kW, pixels), and multiplied
+    by the weight (groups, O/groups, K) in one batched GEMM whose result is already
+    (N, C_out, pixels). Depthwise convolutions too: on NASNet-A's shapes this ran 1.1-2.2x
+    faster than kH*kW multiply-adds of shifted views (which won only for 5x5 and 7x7 windows
+    at stride 2, by 1.1-1.3x).
     """
     n, c, h, wd = x.shape
     o, cp, kh, kw = w.shape
-    if cp == 1 and o == c == groups:
-        return conv_depthwise(x, w, b, s, p, d)
     ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
     xp = namespace(x)
     xpad = xp.ascontiguousarray(_padded(x, p))
