@@ -37,11 +37,12 @@ def digest_of(text: str) -> str:
 class Variant:
     """One transformation of a key: its graph, what the engine built from it, its guard check."""
 
-    __slots__ = ("tgraph", "program", "check")
+    __slots__ = ("tgraph", "program", "check", "memo")
 
     def __init__(self, tgraph: TransformationGraph, program: Any) -> None:
         self.tgraph = tgraph
         self.program = program  # opaque here: the engine's executable form of `tgraph`
+        self.memo: Any = None  # opaque here too: what the engine's hit path derives from `program` once
         guards = [compile_guard(g) for g in tgraph.guards]
         self.check: Callable[[list[Node]], bool] | None = _all_hold(guards, tgraph.guards) if guards else None
 

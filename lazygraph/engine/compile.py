@@ -93,6 +93,20 @@ def passes(lowering: dict[str, Pass]) -> list[Pass]:
 DEFERRED = frozenset({"superopt", "jit_fusion"})
 
 
+#: per pass, seconds per graph node of its recent runs (an average leaning to the latest): a
+#: box starts no pass predicted to outlast what is left of it. Passes such as common
+#: subexpressions or the rewrite engine take tens of milliseconds on a few hundred nodes, and
+#: a box only looks at the clock between passes. Unknown passes run (and are measured).
+PASS_COST: dict[str, float] = {}
+
+
+def learn_cost(name: str, seconds: float, nodes: int) -> None:
+    """Account one run of a pass (any thread: a lost update only blurs an estimate)."""
+    per = seconds / max(nodes, 1)
+    old = PASS_COST.get(name)
+    PASS_COST[name] = per if old is None else 0.5 * (old + per)
+
+
 class TimeBox:
     """A time-boxed miss: passes are offered while time is left; what was left out is listed."""
 
@@ -112,7 +126,11 @@ class TimeBox:
                 # its condition probes the C compiler (a few hundred ms, once): on the worker
                 background.probe_toolchain()
                 self.skipped.append(p.name)
-            elif p.name in DEFERRED or self.left() <= 0:
+            elif (
+                p.name in DEFERRED
+                or (left := self.left()) <= 0
+                or PASS_COST.get(p.name, 0.0) * len(g.nodes) > left
+            ):
                 if p.condition(g):  # conditions are cheap: only what would run is missing
                     self.skipped.append(p.name)
             else:
@@ -148,6 +166,7 @@ def transform(
     if opt:
 
         def trace(name: str, fired: bool, seconds: float, n: int) -> None:
+            learn_cost(name, seconds, n)
             if report:
                 REPORT.record_pass(name, fired, seconds, n)
             if verbose >= 2:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,8 @@ from optimizer.rewrite.report import REPORT
 _ACTIVE = threading._active  # type: ignore[attr-defined]
 _LIMBO = threading._limbo  # type: ignore[attr-defined]
 _OUTCOME = {"hit": "hit", "disk": "disk hit", "miss": "miss", "off": "uncached"}
+_DEVICE = attrgetter("device")
+_HOSTS = frozenset({None, HOST})  # a node's device: None is the host
 
 
 # NumPy's floating-point error state is a context variable (`np.errstate` sets it): the run
@@ -155,7 +158,7 @@ def evaluate(roots: Sequence[Node], engine: Engine = ENGINE) -> None:
     """
     d = roots[0].device if roots else HOST  # device_of(roots), inline
     dev = HOST if d is None else d
-    if len(roots) > 1 and any((r.device or HOST) is not dev for r in roots):
+    if len(roots) > 1 and len(devs := set(map(_DEVICE, roots))) > 1 and not devs <= _HOSTS:
         for d in dict.fromkeys((r.device or HOST) for r in roots):  # one graph per device
             evaluate([r for r in roots if (r.device or HOST) is d], engine)
         return
@@ -181,9 +184,10 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     t0 = time.perf_counter()
     pending = RECORDING.deferred
     if pending._refs:  # `if pending:` without the call
-        attempt.deferred = list(pending)
+        # list(pending) would call its __len__ first: a second pass over the weak references
+        attempt.deferred = list(pending.__iter__())
         extra = [s.node for s in attempt.deferred if s.node.buffer is None]
-        pending.clear()
+        pending._refs.clear()
         roots = [*roots, *extra]
     w = attempt.walk = walk(roots)
     # other threads may be computing (and realizing) nodes of this graph: see threads.Claims
@@ -206,6 +210,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     mode, opt, sched = SETTINGS.cache, SETTINGS.optimize, SETTINGS.schedule
     key = w.key if opt and sched and dev is HOST else _memory_key(w, opt, sched, dev)
     entry = None
+    talks = None
     keep = None  # a miss needs it to compile; on a hit it is computed as part of the run (timed so)
     if mode == "0" or not w.cacheable:
         keep = memoized(w)
@@ -230,30 +235,38 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
                 check = v.check
                 if check is None or check(w.nodes):
                     program = v.program
+                    talks = v.memo  # whether it has collectives (None: not asked yet)
                     break
         outcome = "hit"
         if program is None:
             keep = memoized(w)
             program, entry, outcome = _miss(engine, w, key, entry, mode, opt, verbose, keep, dev)
+            talks = None
+        elif talks is None:
+            talks = v.memo = _collective(program)
     if outcome != "hit":  # a new program: its kernels compile together, before (or beside) the run
         compiler.prepare(program, w.nodes)
     attempt.program = program
-    # collectives send the structure's digest with their arrival message (ranks must agree)
-    collective.set_structure(
-        (lambda: entry.digest)
-        if entry is not None
-        else (lambda: digest_of(key_json(_structural(w, opt, sched, dev))))
-    )
+    # collectives send the structure's digest with their arrival message (ranks must agree);
+    # nothing else reads it, so a program without them leaves it alone (a call and a closure less)
+    if outcome != "hit" or talks:
+        collective.set_structure(
+            (lambda: entry.digest)
+            if entry is not None
+            else (lambda: digest_of(key_json(_structural(w, opt, sched, dev))))
+        )
     REPORT.evaluated(program.tgraph.artifacts, outcome)  # what `lg.cache.passes()["last"]` shows
     t2 = time.perf_counter()
+    partial = "time_box" in program.tgraph.artifacts  # compiler.partial(program), inline
     if keep is None:
         keep = memoized(w)
-        # compiler.partial(program), inline: a time-boxed structure came back: finish it (tiered.py)
-        if "time_box" in program.tgraph.artifacts:
+        if partial:  # a time-boxed structure came back: finish it (tiered.py)
             tiered.finish_later(engine, entry, program, w, keep, opt, sched, mode)
     _, keepq, fkeep, layout, lean = program.plan(keep)  # memoized per keep set and layout
-    # runs are metered until a layout is learnt for these kept values, and when asked for
-    meter = Meter() if verbose >= 1 or SETTINGS.measure or layout is None else None
+    # runs are metered until a layout is learnt for these kept values, and when asked for; a
+    # time-boxed program learns none (planning its buffers cost first calls more than the run:
+    # the full program replaces it), it runs as NumPy would, freeing each value after its last use
+    meter = Meter() if verbose >= 1 or SETTINGS.measure or (layout is None and not partial) else None
     token = _quiet()
     try:
         if meter is not None or verbose >= 2:
@@ -287,6 +300,14 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
                 f" ({reused} buffers reused, {inplace} in-place writes)"
             )
         debug.log_evaluation(number, roots, len(program.steps), t3 - t0, detail)
+
+
+def _collective(program: Program) -> bool:
+    """Whether a program posts collectives (they read the structure digest as they run)."""
+    return any(s.name in _COLLECTIVE_STEPS for s in program.steps)
+
+
+_COLLECTIVE_STEPS = frozenset({"collective_start", "collective_wait"})
 
 
 def _trace(name: str, shape: tuple, dtype: np.dtype, seconds: float) -> None:
