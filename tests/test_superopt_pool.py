@@ -206,3 +206,30 @@ def test_the_e_graph_searches_combine_the_pools_with_the_merges(which) -> None:
         got.best.evaluate({i: v for i, v in feeds.items() if i in got.best.nodes}), sg.evaluate(feeds)
     ):
         np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,scale,which", [("squeezenet", 0.15, "mcts"), ("nasnet_a", 0.1, "taso")])
+def test_benchmark_models_with_pools_keep_their_values(
+    name: str, scale: float, which: str, monkeypatch
+) -> None:
+    """Search off vs on: the pools become convolutions and the outputs stay the same."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from models import MODELS
+
+    values, last = [], {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("LAZYGRAPH_SUPEROPT", setting)
+        monkeypatch.setenv("LAZYGRAPH_SUPEROPT_SEARCH", which)
+        monkeypatch.setenv("LAZYGRAPH_SUPEROPT_SECONDS", "2.0")
+        pass_.LAST.clear()
+        lg.cache.clear()  # the cached plan of the other setting would be a hit
+        with lg.no_grad():
+            values.append(MODELS[name](scale, seed=1).outputs[0].numpy())
+        last = last or dict(pass_.LAST)
+    assert last.get("search") == which and not pass_.LAST
+    assert last["rules"].get("pool-as-conv", 0) >= 1
+    optimized, plain = values
+    np.testing.assert_allclose(optimized, plain, rtol=1e-4, atol=1e-4 * (float(np.abs(plain).max()) or 1.0))
