@@ -30,7 +30,7 @@ from lazygraph.indexing import parse_index, plain_view
 from ops.base import FAST_SIZE, REGISTRY, _weak_sig, check_size, fmt_shape
 from ops.creation import BUFFER, SCALAR
 from ops.node import HOST, Node
-from ops.views import _SCALAR_OPS, View, contiguous, is_identity
+from ops.views import _SCALAR_OPS, View, contiguous, is_identity, materialize
 
 VIEW = REGISTRY["view"]
 ASSIGN = REGISTRY["assign"]
@@ -488,6 +488,8 @@ class Array:
         # NumPy's order of checks: read-only output, dtypes and casting, then shapes.
         if self._readonly:
             raise ValueError(f"{op}: output array is read-only (a broadcast view)")
+        if self._view is not None and type(self) is Array and _direct_inplace(self, op, other):
+            return self  # `a[i] += v` of a row: NumPy's in-place ufunc on the held buffer
         key = _inplace_sig(self, op, other)
         if key is not None and key in writes.PASSED and _lean_result(self, record_binary(op, self, other)):
             return self
@@ -791,7 +793,8 @@ _INT_KEYS = {int, np.int64, np.int32, np.intp, np.uint64, np.uint32, np.int16, n
 
 def _held_element(base: Node, buf: np.ndarray, key: Any) -> Scalar | None:
     """`a[key]` of an evaluated host buffer when `key` picks one element (else None: the general path)."""
-    if base.device is not HOST or base.dtype.kind not in "biufc":
+    kind = base.dtype.kind
+    if base.device is not HOST or kind not in "biufc":
         return None
     t = type(key)
     if t is tuple:
@@ -806,7 +809,14 @@ def _held_element(base: Node, buf: np.ndarray, key: Any) -> Scalar | None:
         val = buf[key]
     except IndexError:
         return None  # the general path raises it, in lazygraph's words
-    return _held_scalar(val, ref(base) if base.dtype.kind == "f" else None)
+    st = _new(_Held)  # _held_scalar, inline: element loops make one per read
+    st.val = val
+    st.src = ref(base) if kind == "f" else None
+    out = _new(Scalar)
+    out._storage = st
+    out._view = out._vnode = out._vbase = None
+    out._readonly = False
+    return out
 
 
 #: value types `_direct_set` writes (Python and NumPy scalars; other values take the recorded path)
@@ -869,11 +879,99 @@ def _direct_set(arr: Array, key: Any, value: Any) -> bool:
     # held by the storage's node, `node` and getrefcount's argument; the buffer likewise
     if getrefcount(node) != 3 or getrefcount(buf) != 3:
         return False
-    if not buf.flags.writeable:
-        buf.setflags(write=True)  # stays so for the next write; `_value` hands it out read-only
     try:
         buf[key] = v
+    except ValueError:
+        if buf.flags.writeable:
+            return False  # a value the dtype cannot hold: the recorded path raises it
+        # evaluated values are read-only: it stays writeable for the next write (`_value`
+        # hands it out read-only again)
+        buf.setflags(write=True)
+        try:
+            buf[key] = v
+        except Exception:
+            buf.setflags(write=False)
+            return False
     except Exception:  # out of range, a value the dtype cannot hold: the recorded path raises it
+        return False
+    return True
+
+
+#: most elements a region written by `_direct_inplace` has (larger writes stay recorded, where
+#: they fuse with what follows and may run compiled)
+DIRECT_REGION_MAX = 1 << 14
+
+
+def _writable(arr: Array) -> np.ndarray | None:
+    """The buffer of an evaluated host array whose current value nothing else can read (else None).
+
+    The proof `_direct_set` gives: the node is held by the storage alone (and the caller's
+    `node`), its buffer by the node alone (and the caller's `buf`), counted by the caller.
+    Here the facts that do not need counting: a plain storage, not model state, not tracked by
+    autograd, no write history, on the host, owning its memory.
+    """
+    storage = arr._storage
+    if type(storage) is not Storage:
+        return None
+    node = storage.node
+    buf = node.buffer
+    if (
+        type(buf) is not np.ndarray
+        or node.users != 1
+        or storage.hist is not None
+        or node.requires_grad
+        or node.static
+        or storage.requires_grad
+        or storage.static
+        or node.device is not HOST
+        or buf.base is not None
+    ):
+        return None
+    return buf
+
+
+def _direct_inplace(arr: Array, op: str, other: Any) -> bool:
+    """`region op= other` on a view of an evaluated array, in its buffer, when nothing else can see it.
+
+    `other` is a scalar, a NumPy array or an evaluated host array; the operator a plain binary
+    ufunc that cannot fail on data. NumPy's in-place ufunc (casting 'same_kind', overlapping
+    operands buffered) gives NumPy's result; its errors leave the buffer unchanged and take
+    the recorded path, which raises them in lazygraph's words.
+    """
+    if arr._vbase is not None:
+        return False  # the view was read: its node may be held by a pending reader
+    opdef = REGISTRY[op]
+    if opdef not in writes.FUSABLE or opdef in _FALLIBLE:
+        return False
+    t = type(other)
+    if t is Array:
+        o = other._storage.node if other._view is None else other.node
+        o = o.buffer
+        if type(o) is not np.ndarray:
+            return False
+    elif t is np.ndarray or t in _DIRECT_VALUES:
+        o = other
+    else:
+        return False
+    buf = _writable(arr)
+    if buf is None:
+        return False
+    view = arr._view
+    if view.size > DIRECT_REGION_MAX or not buf.flags.c_contiguous:
+        return False  # (a region of another layout would be materialized as a copy)
+    node = arr._storage.node
+    # as `_direct_set`: the node held by the storage and `node`, the buffer by it and `buf`
+    if getrefcount(node) != 3 or getrefcount(buf) != 3:
+        return False
+    del node
+    if not buf.flags.writeable:
+        buf.setflags(write=True)  # evaluated values are read-only; `_value` hands it out so again
+    region = materialize(buf, view, writeable=True)
+    try:
+        opdef.fn(region, o, out=region)
+    except FloatingPointError:
+        raise  # np.errstate asked for it: NumPy's `region op= o` raises too
+    except Exception:  # a cast or shape NumPy refuses: nothing was written, the recorded path raises
         return False
     return True
 

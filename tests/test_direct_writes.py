@@ -244,3 +244,73 @@ def test_held_scalars_mix_with_lazy_arrays():
     b[1] += a[3]
     np.testing.assert_array_equal(b.numpy(), [2.0, 3.0, 0.0])
     assert s.item() == 3.0 and int(s) == 3 and bool(s)
+
+
+def _rows_program(xp, dtype, iop, other_kind):
+    """`a[i] op= v` over rows, columns and slices of an evaluated 2-D array; the result or the error type."""
+    base = (np.arange(12).reshape(3, 4) % 5 + 1).astype(dtype)
+    a = base.copy() if xp is np else lg.asarray(base)
+    v = (np.arange(4) % 3 + 1).astype(dtype)
+    if other_kind == "array":
+        v = v if xp is np else lg.asarray(v)
+    elif other_kind == "numpy":
+        pass
+    else:
+        v = 2
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in (0, -1, 1):
+                a[i] = iop(a[i], v)
+            a[1:] = iop(a[1:], v)
+            if other_kind == "scalar":
+                a[:, 2] = iop(a[:, 2], v)
+    except Exception as e:  # noqa: BLE001 (the error type is compared)
+        return type(e)
+    return np.asarray(a).copy() if xp is not np else a
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "uint8", "float32", "float64", "complex128"])
+@pytest.mark.parametrize("name", ["+=", "-=", "*=", "/=", "//=", "|="])
+@pytest.mark.parametrize("other_kind", ["array", "numpy", "scalar"])
+def test_row_updates_match_numpy(dtype, name, other_kind):
+    want = _rows_program(np, dtype, IOPS[name], other_kind)
+    got = _rows_program(lg, dtype, IOPS[name], other_kind)
+    if isinstance(want, type):
+        assert isinstance(got, type) and issubclass(got, Exception), (dtype, name, other_kind, got)
+        return
+    assert not isinstance(got, type), (dtype, name, other_kind, got)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_row_updates_in_place_and_where_they_must_be_recorded():
+    n = np.zeros((4, 3))
+    a = lg.asarray(n)
+    v = lg.asarray(np.arange(3.0))
+    r = _node_ref(a)
+    for i in range(4):
+        a[i] += v
+        n[i] += np.arange(3.0)
+    a[:, 1] *= 3.0
+    n[:, 1] *= 3.0
+    assert a._storage.node is r()  # every write went into the buffer
+    b = a * 1  # a pending reader: the next row write is recorded, b keeps the old rows
+    a[0] += v
+    old = n.copy()
+    n[0] += np.arange(3.0)
+    np.testing.assert_array_equal(b.numpy(), old)
+    np.testing.assert_array_equal(a.numpy(), n)
+    a[1:] += a[:-1]  # overlapping operands of one buffer: NumPy's result
+    n[1:] += n[:-1]
+    np.testing.assert_array_equal(a.numpy(), n)
+    t = lg.asarray(np.arange(6.0).reshape(2, 3)).T * 1  # evaluated in some layout
+    t.numpy()
+    t[0] += 1.0
+    nt = np.arange(6.0).reshape(2, 3).T * 1
+    nt[0] += 1.0
+    np.testing.assert_array_equal(t.numpy(), nt)
+    with pytest.raises(TypeError):
+        lg.asarray(np.zeros((2, 2), dtype=np.int32))[0] += 1.5  # same_kind casting, as NumPy's
+    with pytest.raises(ValueError):
+        lg.asarray(np.zeros((2, 2)))[0] += lg.asarray(np.ones(3))  # shapes, as NumPy's
