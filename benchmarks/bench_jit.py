@@ -284,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = {**t, "copy": t["lg"] / limit}
 
     print(f"\n(c) softmax and layernorm over a copy of the same {n} x {n} float32 array")
+    for name, (kernels, passes) in plan_shape(X, W, Bv, n).items():
+        print(
+            f"  plan: {name} runs {kernels} kernel(s), {passes} passes over each row (the first from memory)"
+        )
     near = copy_limit(X, W, Bv, x, n, repeats)
     for label, (ours, copy) in near.items():
         print(f"  {label:<55} {ours * 1e3:8.2f} ms, copy {copy * 1e3:8.2f} ms: {ours / copy:5.2f}x")
@@ -298,6 +302,22 @@ def main(argv: list[str] | None = None) -> int:
     soft = next(r for r in rows if r[0] == "Softmax")[1]
     print(f"result: softmax_astar_heuristic_calls = {soft['heuristic_calls']}")
     return 0
+
+
+def plan_shape(X: lg.Array, W: lg.Array, Bv: lg.Array, n: int) -> dict[str, tuple[int, int]]:
+    """name -> (fused kernels, passes over a row in the last kernel: its reduction stages + the final one)."""
+    progs = {
+        "softmax": lg.softmax(X, axis=1),
+        "log_softmax": lg.log_softmax(X, axis=1),
+        "layernorm": F.layer_norm(X, n, W, Bv),
+    }
+    out = {}
+    for name, arr in progs.items():
+        roots = [arr.node]
+        regions = find_regions(schedule(roots), roots)
+        spec = compile_region(regions[-1]).spec
+        out[name] = (len(regions), len({v.level for v in spec.values if v.kind == "reduce"}) + 1)
+    return out
 
 
 def copy_limit(X: lg.Array, W: lg.Array, Bv: lg.Array, x: np.ndarray, n: int, repeats: int) -> dict:

@@ -29,6 +29,7 @@ from jit.backend import get as get_backend
 from jit.blas_quiet import park_blas_workers
 from jit.domain import Domain, NotFusable
 from jit.layout import Layout
+from jit.malloc_keep import keep_freed_memory
 from jit.render_c import PARALLEL_MIN
 from jit.spec import Spec, build_spec
 from ops import settings
@@ -165,6 +166,8 @@ class FusedKernel:
     """One region structure's kernels, one per backend and argument layout (see the module docstring)."""
 
     def __init__(self, region: Region) -> None:
+        # kernels allocate outputs every call: freed ones should come back without page faults
+        keep_freed_memory()
         self.spec: Spec = build_spec(region.domain, region.nodes, region.inputs, region.outputs)
         # No references to graph nodes are kept (they would keep whole graphs alive): the
         # NumPy fallback replays (operator, attributes, input slots) instead.

@@ -161,6 +161,11 @@ FIELDS: dict[str, Field] = {
         _switch(True),
         "stop OpenBLAS's spinning worker threads before compiled OpenMP kernels (0 leaves them)",
     ),
+    "malloc_keep": Field(
+        "LAZYGRAPH_MALLOC_KEEP",
+        _switch(True),
+        "keep freed array memory mapped for reuse (glibc: no trimming, 32 MB mmap threshold; 0 leaves malloc as it is)",
+    ),
     "jit_min_size": Field(
         "LAZYGRAPH_JIT_MIN_SIZE",
         _num(1, minimum=0, integer=True),
