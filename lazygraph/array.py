@@ -787,6 +787,21 @@ def _held_scalar(val: Any, src: Any) -> Scalar:
     return out
 
 
+def _held_once() -> int:
+    """What `getrefcount(x)` reads for a local `x` whose object one other reference holds.
+
+    3 on CPython 3.11 (the holder, the local, the call's argument); measured rather than
+    assumed, since newer interpreters borrow references for locals and arguments.
+    """
+    holder = [object()]
+    x = holder[0]
+    return getrefcount(x)
+
+
+#: see `_held_once`: the direct paths' proofs compare reference counts against it
+_ONCE = _held_once()
+
+
 #: integer types an index may hold for the direct paths (NumPy indexes with them alike)
 _INT_KEYS = {int, np.int64, np.int32, np.intp, np.uint64, np.uint32, np.int16, np.int8, np.uint16, np.uint8}
 
@@ -877,7 +892,7 @@ def _direct_set(arr: Array, key: Any, value: Any) -> bool:
     if type(v) in _COMPLEX_VALUES and buf.dtype.kind != "c":
         return False  # NumPy warns about the lost imaginary part: the recorded path warns at the user's line
     # held by the storage's node, `node` and getrefcount's argument; the buffer likewise
-    if getrefcount(node) != 3 or getrefcount(buf) != 3:
+    if getrefcount(node) != _ONCE or getrefcount(buf) != _ONCE:
         return False
     try:
         buf[key] = v
@@ -961,7 +976,7 @@ def _direct_inplace(arr: Array, op: str, other: Any) -> bool:
         return False  # (a region of another layout would be materialized as a copy)
     node = arr._storage.node
     # as `_direct_set`: the node held by the storage and `node`, the buffer by it and `buf`
-    if getrefcount(node) != 3 or getrefcount(buf) != 3:
+    if getrefcount(node) != _ONCE or getrefcount(buf) != _ONCE:
         return False
     del node
     if not buf.flags.writeable:
@@ -1004,7 +1019,7 @@ def scalar_inplace(op: str) -> Callable[[Scalar, Any], Array]:
                         r = None
                     if type(r) in _NP_SCALARS:
                         # held by the statement alone (`a[i] += v`): nobody sees the old value go
-                        if getrefcount(self) == 3 and getrefcount(st) == 3:
+                        if getrefcount(self) == _ONCE and getrefcount(st) == _ONCE:
                             st.val = r
                             return self
                         return _held_scalar(r, st.src)

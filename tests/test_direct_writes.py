@@ -314,3 +314,20 @@ def test_row_updates_in_place_and_where_they_must_be_recorded():
         lg.asarray(np.zeros((2, 2), dtype=np.int32))[0] += 1.5  # same_kind casting, as NumPy's
     with pytest.raises(ValueError):
         lg.asarray(np.zeros((2, 2)))[0] += lg.asarray(np.ones(3))  # shapes, as NumPy's
+
+
+def test_a_scalar_updated_in_place_only_when_nothing_else_holds_it():
+    a = lg.asarray(np.array([1.0, 2.0]))
+    s = a[0]
+    kept = [s]
+    s += 1.0  # another reference holds the scalar: a new one, the kept one unchanged
+    assert float(kept[0]) == 1.0 and float(s) == 2.0
+
+    def bump(x):
+        x += 10.0
+        return x
+
+    e = a[1]
+    assert float(bump(e)) == 12.0 and float(e) == 2.0
+    a[0] += 5.0  # the statement alone holds the element: updated in place, written back
+    assert float(a[0]) == 6.0 and float(kept[0]) == 1.0
