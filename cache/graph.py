@@ -106,7 +106,11 @@ _CHEAP_KINDS = frozenset({"view", "movement", "elementwise", "reduction", "gathe
 class Graph:
     """Q under construction: nodes (inputs first), outputs (one per root), P slot -> node."""
 
-    def __init__(self, w: Walk, held: set[int] | frozenset = frozenset()) -> None:
+    def __init__(
+        self, w: Walk, held: set[int] | frozenset = frozenset(), ops: list[tuple[Any, dict]] | None = None
+    ) -> None:
+        """Q = P. `ops`: each P node's (operator, attributes) taken before a run turned some into
+        leaves (the background's full optimization builds Q after that run, engine/tiered.py)."""
         self.pnodes: list[Node] = w.nodes
         #: P slots whose values the evaluation memoizes (live arrays hold them): kept computed
         self.held = held
@@ -116,7 +120,8 @@ class Graph:
             if is_leaf_token(tok):
                 q = QNode(None, [], {}, node.shape, node.dtype, p, leaf=True, scalar=tok[0] == "<S>")
             else:
-                q = QNode(node.op, [self.nodes[i] for i in tok[4]], node.attrs, node.shape, node.dtype, p)
+                op, attrs = (node.op, node.attrs) if ops is None else ops[p]
+                q = QNode(op, [self.nodes[i] for i in tok[4]], attrs, node.shape, node.dtype, p)
             self.nodes.append(q)
         self.outputs: list[QNode] = [self.nodes[s] for s in w.roots]
         self.pmap: list[QNode | None] = list(self.nodes)

@@ -21,6 +21,7 @@ miss optimizes fully, as does an uncached evaluation (nothing to replace).
 from __future__ import annotations
 
 import time
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -57,23 +58,29 @@ def finish_later(
 ) -> None:
     """Queue the full optimization of `w`, to replace `partial` in `entry` (and be saved) when done.
 
-    Called on a hit of `partial`, before the run: Q is taken from `w` now, as the run turns
-    P's nodes into leaves. A job queued, running or failed for `partial` is not queued again.
+    Called on a hit of `partial`, before the run: what Q needs of P's nodes is taken now, as
+    the run turns some into leaves. A job queued, running or failed for `partial` is not queued again.
     """
     key = ("optimize", id(entry), id(partial))
     if background.known(key):
         return
-    g = Graph(w, frozenset(keep))
+    # Q is built on the worker from what the run changes (kept nodes become leaves: operator
+    # and attributes), taken now: one C-level pass here instead of Q's construction (milliseconds
+    # on graphs of thousands of nodes, in the first calls of the loops that make them)
+    ops = list(map(_OP_ATTRS, w.nodes))
     store = engine.disk_store() if mode != "memory" else None
     device = jit_backend.active_name()  # the worker builds steps for the graph's device
 
     def job() -> None:
         _await_quiet(engine)
+        g = Graph(w, frozenset(keep), ops)
         with jit_backend.running(device):
             _finish(engine, entry, partial, w, keep, g, opt, sched, store)
 
     background.submit(key, job)
 
+
+_OP_ATTRS = attrgetter("op", "attrs")
 
 #: A full optimization is pure Python: while it runs, threads evaluating share the interpreter
 #: lock with it and run at about half speed. So it starts when evaluations pause (none for
