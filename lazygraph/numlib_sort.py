@@ -28,6 +28,7 @@ from lazygraph import api
 from lazygraph import methods as _methods
 from lazygraph.array import Array, record
 from lazygraph.creation import zeros
+from lazygraph.numlib_bins import uniform_index
 from lazygraph.numlib_quantile import *  # noqa: F403
 from lazygraph.numlib_quantile import __all__ as _quantile_all
 from lazygraph.shape import _arr, asarray, permute_dims, ravel, reshape
@@ -267,10 +268,12 @@ def histogram(
     edges = _edges("histogram", a, bins, range)
     e = _arr(edges)
     nb = e.shape[0] - 1
-    # bin i holds edges[i] <= v < edges[i+1], the last one also v == edges[-1]; the rest go to bin nb
-    idx = api.subtract(searchsorted(e, a, side="right"), 1)
-    idx = api.where(api.equal(a, e[-1]), nb - 1, idx)
-    idx = api.where(api.logical_or(api.less(idx, 0), api.greater_equal(idx, nb)), nb, idx)
+    idx = None if isinstance(edges, Array) else uniform_index(a, bins, range, edges)
+    if idx is None:
+        # bin i holds edges[i] <= v < edges[i+1], the last one also v == edges[-1]; the rest go to bin nb
+        idx = api.subtract(searchsorted(e, a, side="right"), 1)
+        idx = api.where(api.equal(a, e[-1]), nb - 1, idx)
+        idx = api.where(api.logical_or(api.less(idx, 0), api.greater_equal(idx, nb)), nb, idx)
     if weights is None:
         n = record("scatter_add", zeros((nb + 1,), dtype=np.intp), 1, idx, index=(("a", 0),))[:nb]
     else:
