@@ -267,7 +267,9 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     # time-boxed program learns none (planning its buffers cost first calls more than the run:
     # the full program replaces it), it runs as NumPy would, freeing each value after its last use
     meter = Meter() if verbose >= 1 or SETTINGS.measure or (layout is None and not partial) else None
-    token = _quiet()
+    # _quiet(), inline for the common case (a frame less on every evaluation)
+    quiet = _IGNORING.get(_EXTOBJ.get()) if _EXTOBJ is not None else None
+    token = _EXTOBJ.set(quiet) if quiet is not None else _quiet()
     try:
         if meter is not None or verbose >= 2:
             vals = program.run_observed(w.nodes, keepq, layout, meter, _trace if verbose >= 2 else None)
