@@ -25,6 +25,7 @@ import numpy as np
 
 from lazygraph import api
 from lazygraph.array import Array, record
+from lazygraph.gradmode import GRAD_STATE
 from lazygraph.numlib_math import nanmean
 from lazygraph.shape import _arr, moveaxis, ravel, reshape, stack
 from ops.base import normalize_axes
@@ -207,8 +208,14 @@ def median(
     a = _arr(a)
     x, kept, axes = _merge("median", a, axis)
     n = x.shape[-1]
-    s = record("sort", x, axis=-1)
     h = n // 2
+    if n and a.dtype.kind in "biuf" and not (a.node.requires_grad and GRAD_STATE.enabled):
+        # NumPy's own selection (O(n)): the middle values, and the max last (NaN sorts there);
+        # with gradients the stable sort decides which of equal elements the median is
+        kth = ([h] if n % 2 else [h - 1, h]) + ([n - 1] if a.dtype.kind == "f" else [])
+        s = record("partition", x, axis=-1, kth=tuple(kth))
+    else:
+        s = record("sort", x, axis=-1)
     r = api.mean(s[..., h : h + 1] if n % 2 else s[..., h - 1 : h + 1], axis=-1)
     if a.dtype.kind in "fc" and n > 0:
         last = s[..., -1]
