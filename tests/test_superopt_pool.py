@@ -114,6 +114,35 @@ def test_the_pass_rewrites_pools_of_a_model_and_keeps_its_values(monkeypatch) ->
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_plan_with_the_pool_kernel_survives_the_disk_cache() -> None:
+    """The folded `full` kernel the pass emits is read back from disk with the plan."""
+    rng = np.random.default_rng(6)
+    xn = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    wn = (0.2 * rng.standard_normal((8, 8, 1, 1))).astype(np.float32)
+    F = lg.nn.functional
+
+    def model() -> np.ndarray:
+        with lg.no_grad():
+            y = F.relu(F.conv2d(lg.asarray(xn), lg.nn.Parameter(lg.asarray(wn))))
+            return F.avg_pool2d(y, 3, stride=1, padding=1).numpy()
+
+    first = model()
+    assert pass_.LAST["rules"].get("pool-as-conv", 0) >= 1
+    lg.cache.clear(disk=False)  # the entry is read back from disk, recipes and all
+    searches = pass_.COUNTS["searches"]
+    again = model()
+    assert pass_.COUNTS["searches"] == searches
+    np.testing.assert_array_equal(again, first)
+    want = REGISTRY["avg_pool2d"].kernel(
+        np.maximum(np.einsum("oc,nchw->nohw", wn[:, :, 0, 0], xn), 0),
+        kernel_size=(3, 3),
+        stride=(1, 1),
+        padding=(1, 1),
+        count_include_pad=True,
+    )
+    np.testing.assert_allclose(again, want, rtol=1e-5, atol=1e-5)
+
+
 GROUPED = [  # (x shape, w shape, groups, stride, padding, dilation)
     ((2, 6, 7, 7), (6, 1, 3, 3), 6, 1, 1, 1),  # depthwise
     ((1, 8, 9, 9), (8, 1, 5, 5), 8, 2, 2, 1),  # depthwise, strided
