@@ -244,11 +244,17 @@ def _vector(name: str, v: Any, what: str) -> Array:
     return v
 
 
+#: taps up to which a correlation is a sum of shifted slices (beyond: the gathered windows)
+_SHIFTED_MAX = 64
+
+
 def _full_rows(name: str, a: Array, v: Array, rows: range) -> Array:
     """Rows `rows` of the full correlation sum_n a[k - (len(v) - 1) + n] * v[n] (no zero padding)."""
     na, nv = a.shape[0], v.shape[0]
     dt = np.result_type(a.dtype, v.dtype)
     a, v = api.astype(a, dt, copy=False), api.astype(v, dt, copy=False)
+    if dt != np.bool_ and 1 < nv <= _SHIFTED_MAX:
+        return _shifted_rows(a, v, rows, dt)
     k = np.asarray(rows, dtype=np.int64)[:, None]
     idx = k - (nv - 1) + np.arange(nv)[None, :]
     valid = (idx >= 0) & (idx < na)
@@ -257,6 +263,34 @@ def _full_rows(name: str, a: Array, v: Array, rows: range) -> Array:
         return api.any(api.logical_and(api.logical_and(windows, v[None, :]), valid), axis=1)
     prod = api.where(valid, api.multiply(windows, v[None, :]), zeros((), dt))
     return api.sum(prod, axis=1, dtype=dt)
+
+
+def _shifted_rows(a: Array, v: Array, rows: range, dt: np.dtype) -> Array:
+    """`_full_rows` as a sum of nv shifted slices of `a` times one tap each (no window matrix).
+
+    Gathering every output's window builds a len(rows) x nv matrix (and its index); nv slices
+    times a scalar are elementwise, so they fuse into one pass over `a`. Terms are added tap
+    by tap (NumPy's correlate takes a dot product per output: the order differs as it did
+    with the windows' sum, within float tolerance). A term whose window leaves `a` (modes
+    full and same) is zero there, not a product with padding, so an infinite tap adds no NaN.
+    """
+    na, nv = a.shape[0], v.shape[0]
+    r0, m = rows.start, len(rows)
+    total = None
+    for n in range(nv):
+        lo = r0 - (nv - 1) + n  # the index into a of the first row's term
+        s0, s1 = max(lo, 0), min(lo + m, na)
+        if s1 <= s0:
+            continue  # this tap meets no element of a for any row
+        term = api.multiply(a[s0:s1], v[n])
+        if s0 > lo or s1 < lo + m:  # rows whose window leaves a: the term is zero there
+            parts = [zeros((s0 - lo,), dt)] if s0 > lo else []
+            parts.append(term)
+            if s1 < lo + m:
+                parts.append(zeros((lo + m - s1,), dt))
+            term = concat(parts)
+        total = term if total is None else api.add(total, term)
+    return total if total is not None else zeros((m,), dt)
 
 
 def _mode(name: str, mode: Any) -> str:
