@@ -133,22 +133,26 @@ class CRenderer(RowStreams, VectorBlocks, OrderedStages, Renderer):
             return
         clause = self.reduction_clause(reds)
         # chunks handed out on demand (jit/render_rows.py): a thread whose core is taken
-        # leaves its rows to the others; no value depends on the schedule
-        if par in (Par.BLOCKS, Par.BLOCKS_AND_THREADS):
+        # leaves its rows to the others; no value depends on the schedule. A loop with an
+        # OpenMP reduction keeps static shares: fast math's float sums then still add in an
+        # order fixed by the thread count, not by which thread ran first.
+        sched = "static"
+        if par in (Par.BLOCKS, Par.BLOCKS_AND_THREADS) and not clause:
             for line in chunk_lines(li, self.layout.nloops):
                 self.emit(line)
+            sched = f"dynamic, lg_ch{li}"
         if par is Par.BLOCKS and kept and li == 0 and self.streamed:
             # a region of its own so that each thread fences its streaming stores once
             self.emit("#pragma omp parallel")
             self.emit("{")
             self.depth += 1
-            self.emit(f"#pragma omp for schedule(dynamic, lg_ch{li}) nowait")
+            self.emit(f"#pragma omp for schedule({sched}) nowait")
         elif par is Par.BLOCKS:
-            self.emit(f"#pragma omp parallel for schedule(dynamic, lg_ch{li}){clause}")
+            self.emit(f"#pragma omp parallel for schedule({sched}){clause}")
         elif par is Par.THREADS:
             self.emit(f"#pragma omp simd{clause}")
         elif par is Par.BLOCKS_AND_THREADS:
-            self.emit(f"#pragma omp parallel for simd schedule(dynamic, lg_ch{li}){clause}")
+            self.emit(f"#pragma omp parallel for simd schedule({sched}){clause}")
         self.emit(f"for (int64_t i{li} = 0; i{li} < n{li}; i{li}++) {{")
         self.depth += 1
 

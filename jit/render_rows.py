@@ -21,10 +21,12 @@ like a copy, except for two costs this module removes:
   streamed against 13.5 ms, log_softmax 14.2 against 15.5).
 - **A stalled thread.** Threads took equal shares of the rows (`schedule(static)`), so a
   core taken by another process held the whole kernel until its thread's share was done.
-  Every parallel loop of the C renderer now hands out chunks of about `CHUNK` innermost
-  iterations on demand (`schedule(dynamic, ...)`): a thread that runs takes the rows of one
-  that does not. A row's values do not depend on the thread that computes it (float sums
-  never split a row: jit/render_order.py), so the bits are the same for any schedule.
+  Every parallel loop of the C renderer without an OpenMP reduction clause now hands out
+  chunks of about `CHUNK` innermost iterations on demand (`schedule(dynamic, ...)`): a thread
+  that runs takes the rows of one that does not. A row's values do not depend on the thread
+  that computes it (float sums never split a row: jit/render_order.py), so the bits are the
+  same for any schedule. Loops with a reduction clause (fast math's float sums) keep static
+  shares, so their order depends on the thread count only.
 """
 
 from __future__ import annotations
