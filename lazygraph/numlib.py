@@ -111,15 +111,10 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Array:
     a = _arr(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), a.shape)
-    try:
-        shifts_in, axes_in = np.broadcast_arrays(np.asarray(shift), np.asarray(axis))
-    except ValueError:
-        raise ValueError(f"roll: shift {shift!r} and axis {axis!r} do not broadcast together") from None
-    if shifts_in.ndim > 1:
-        raise ValueError("roll: 'shift' and 'axis' should be scalars or 1D sequences")
-    total = dict.fromkeys(range(a.ndim), 0)
-    for sh, ax in zip(shifts_in.reshape(-1), axes_in.reshape(-1)):
-        total[normalize_axis("roll", int(ax), a.ndim)] += int(sh)
+    if type(shift) is int and type(axis) is int:  # the common case, without broadcasting
+        total = {normalize_axis("roll", axis, a.ndim): shift}
+    else:
+        total = _roll_shifts(a, shift, axis)
     out = a
     for ax, sh in total.items():
         n = a.shape[ax]
@@ -130,6 +125,20 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Array:
             lo[ax], hi[ax] = slice(n - s, None), slice(None, n - s)
             out = concat([out[tuple(lo)], out[tuple(hi)]], axis=ax)
     return copy(out) if out is a else out
+
+
+def _roll_shifts(a: Array, shift: Any, axis: Any) -> dict[int, int]:
+    """roll's total shift per axis (shifts and axes broadcast; repeated axes add up)."""
+    try:
+        shifts_in, axes_in = np.broadcast_arrays(np.asarray(shift), np.asarray(axis))
+    except ValueError:
+        raise ValueError(f"roll: shift {shift!r} and axis {axis!r} do not broadcast together") from None
+    if shifts_in.ndim > 1:
+        raise ValueError("roll: 'shift' and 'axis' should be scalars or 1D sequences")
+    total = dict.fromkeys(range(a.ndim), 0)
+    for sh, ax in zip(shifts_in.reshape(-1), axes_in.reshape(-1)):
+        total[normalize_axis("roll", int(ax), a.ndim)] += int(sh)
+    return total
 
 
 def tile(A: Any, reps: Any) -> Array:

@@ -56,3 +56,23 @@ def test_no_window_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
     got = lg.convolve(lg.asarray(x), np.ones(32) / 32, mode="valid").numpy()
     np.testing.assert_allclose(got, np.convolve(x, np.ones(32) / 32, mode="valid"), rtol=0, atol=1e-13)
     assert gathered == []
+
+
+def test_roll_int_shift_and_axis_match_numpy() -> None:
+    """roll's lean path (one int shift, one int axis) and the broadcast one give NumPy's arrays and errors."""
+    a = np.arange(24).reshape(2, 3, 4)
+    for sh, ax in [
+        (1, 0),
+        (-1, 1),
+        (5, 2),
+        (0, 0),
+        (3, None),
+        ((1, 2), (0, 2)),
+        (1, -1),
+        (-7, -2),
+        (2, (0, 1)),
+    ]:
+        assert np.array_equal(lg.roll(lg.asarray(a), sh, ax).numpy(), np.roll(a, sh, ax))
+    for ax in (3, -4):
+        with pytest.raises(np.exceptions.AxisError):
+            lg.roll(lg.asarray(a), 1, ax)
