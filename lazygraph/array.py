@@ -585,9 +585,27 @@ class Array:
             base = self._storage.node
             buf = base.buffer
             if type(buf) is np.ndarray and self._view is None and not base.requires_grad:
-                out = _held_element(base, buf, key)
-                if out is not None:
-                    return out
+                if type(key) in _INT_KEYS and buf.ndim == 1 and base.device is HOST:
+                    # `a[i]` of an evaluated vector, the loops' case: `_held_element`, inline
+                    kind = base.dtype.kind
+                    if kind in "biufc":
+                        try:
+                            val = buf[key]
+                        except IndexError:
+                            pass  # the general path raises it, in lazygraph's words
+                        else:
+                            st = _new(_Held)
+                            st.val = val
+                            st.src = ref(base) if kind == "f" else None
+                            out = _new(Scalar)
+                            out._storage = st
+                            out._view = out._vnode = out._vbase = None
+                            out._readonly = False
+                            return out
+                else:
+                    out = _held_element(base, buf, key)
+                    if out is not None:
+                        return out
             view = self._view
             view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)
             if view is not None:
@@ -752,15 +770,25 @@ class _Update(_Element):
 # device buffer, another index or value) takes the recorded path, whose checks raise errors.
 
 
-class _Held(_Element):
+class _Held:
     """The storage of an element read at once from an evaluated host buffer: `val`, a NumPy scalar.
 
     `src` is a weak reference to the node read (floating values only), so that the 0-d constant
     built when the scalar meets a lazy array is marked as released when that node was (grad()
-    must refuse a path through a released history, as for the view node it stands for).
+    must refuse a path through a released history, as for the view node it stands for). Not a
+    `Storage` subclass, so that reading an element makes no finalizer call (element loops make
+    one per read); it has Storage's layout and class-level fields, and becomes a `Storage` when
+    its node is built, as the recipes above do.
     """
 
-    # made field by field (`_held_scalar`): val, src
+    # made field by field (`_held_scalar`, `_held_element`): val, src
+    requires_grad = False
+    static = False
+    grad = None
+    hist = None
+    ghist = None
+    set = Storage.set
+    restore_grad = Storage.restore_grad
 
     def build(self) -> Node:
         """A 0-d constant holding the element (what a view of an evaluated buffer is)."""
@@ -773,6 +801,8 @@ class _Held(_Element):
             if read is not None and read in RELEASED:
                 RELEASED.add(node)
         return node
+
+    node = _Element.node
 
 
 def _held_scalar(val: Any, src: Any) -> Scalar:
@@ -865,8 +895,8 @@ def _direct_set(arr: Array, key: Any, value: Any) -> bool:
     other than integers and integer slices take the recorded path (False).
     """
     storage = arr._storage
-    if type(storage) is not Storage or arr._view is not None:
-        return False
+    if type(storage) is not Storage or arr._vbase is not None:
+        return False  # (a view whose node was read: a pending reader may hold that node)
     node = storage.node
     buf = node.buffer
     if (
@@ -891,11 +921,15 @@ def _direct_set(arr: Array, key: Any, value: Any) -> bool:
     v = value._storage.val if type(value) is Scalar else value
     if type(v) in _COMPLEX_VALUES and buf.dtype.kind != "c":
         return False  # NumPy warns about the lost imaginary part: the recorded path warns at the user's line
+    view = arr._view
+    if view is not None and not buf.flags.c_contiguous:
+        return False  # (a region of another layout would be materialized as a copy)
     # held by the storage's node, `node` and getrefcount's argument; the buffer likewise
     if getrefcount(node) != _ONCE or getrefcount(buf) != _ONCE:
         return False
+    del node
     try:
-        buf[key] = v
+        (buf if view is None else materialize(buf, view, writeable=True))[key] = v
     except ValueError:
         if buf.flags.writeable:
             return False  # a value the dtype cannot hold: the recorded path raises it
@@ -903,7 +937,7 @@ def _direct_set(arr: Array, key: Any, value: Any) -> bool:
         # hands it out read-only again)
         buf.setflags(write=True)
         try:
-            buf[key] = v
+            (buf if view is None else materialize(buf, view, writeable=True))[key] = v
         except Exception:
             buf.setflags(write=False)
             return False

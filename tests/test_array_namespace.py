@@ -206,7 +206,8 @@ def _ufunc_at(a: Any) -> Any:
 
 
 def _assign(a: Any) -> Any:
-    a[1, 1:3] = 7.0
+    a[1, 1:3] = 7.0  # into an evaluated buffer no one else reads: written there directly
+    a[0, :2] = a[2, :2]  # a lazy value: recorded as an `assign`
     return a
 
 

@@ -331,3 +331,32 @@ def test_a_scalar_updated_in_place_only_when_nothing_else_holds_it():
     assert float(bump(e)) == 12.0 and float(e) == 2.0
     a[0] += 5.0  # the statement alone holds the element: updated in place, written back
     assert float(a[0]) == 6.0 and float(kept[0]) == 1.0
+
+
+def test_writes_through_unread_views_go_into_the_buffer():
+    n = np.arange(12.0).reshape(3, 4)
+    a = lg.asarray(n)
+    n = n.copy()
+    r = _node_ref(a)
+    row = a[1]
+    row[2] = -1.0
+    n[1][2] = -1.0
+    b = a[:, 1:3]
+    b[0, 1] = 50.0
+    n[:, 1:3][0, 1] = 50.0
+    b[2] = 7  # a row of the view filled
+    n[:, 1:3][2] = 7
+    t = a.T
+    t[3, 0] = 99.0
+    n.T[3, 0] = 99.0
+    assert a._storage.node is r()
+    np.testing.assert_array_equal(a.numpy(), n)
+    np.testing.assert_array_equal(b.numpy(), n[:, 1:3])
+    c = lg.asarray(np.zeros(3))
+    pending = c * 1  # a pending reader of the old value: the write through the view is recorded
+    c[1:][0] = 4.0
+    np.testing.assert_array_equal(pending.numpy(), [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(c.numpy(), [0.0, 4.0, 0.0])
+    ro = lg.broadcast_to(lg.asarray(np.zeros(3)), (2, 3))
+    with pytest.raises(ValueError, match="read-only"):
+        ro[0][1] = 1.0
