@@ -4,6 +4,8 @@ Each is a composition recorded lazily: a stable sort along the reduced axes (mer
 gathers at the positions the quantile needs, and NumPy's own interpolation arithmetic
 (``a + (b - a) * t``, or ``b - (b - a) * (1 - t)`` for ``t >= 0.5``), so values are NumPy's bits.
 Gradients flow through the gathered elements (ties: the element the stable sort placed there).
+``median`` without a gradient wanted selects instead of sorting (the ``partition`` operator,
+NumPy's introselect, as NumPy's median does): the same order statistics, O(n) a slice.
 ``q`` must be static (Python or NumPy values); a lazy ``q`` is evaluated first (an evaluation
 point). Methods: ``linear`` (the default), ``lower``, ``higher``, ``nearest``, ``midpoint``.
 ``out=`` records a write into a lazy array; ``overwrite_input`` is accepted and changes nothing

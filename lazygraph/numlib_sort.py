@@ -254,7 +254,8 @@ def histogram(
 ) -> tuple[Array, Array]:
     """Counts (or summed weights, or a density) per bin and the edges; last bin closed, as NumPy.
 
-    Lazy for array bins and for int bins with an explicit range; a data-dependent range or string
+    Lazy for array bins and for int bins with an explicit range (equal bins: NumPy's scaled
+    index, numlib_bins.py; otherwise a search of the edges); a data-dependent range or string
     bins make it an evaluation point. Weighted float sums are added in element order (NumPy adds
     blocks of 65536 and sorts for array bins): within float tolerance of NumPy's.
     """
