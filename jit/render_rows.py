@@ -35,6 +35,8 @@ from jit.ir import Par
 
 #: bytes of the row buffer of one streamed output (on the stack of each thread)
 ROW_BYTES = 1 << 16
+#: streamed outputs per kernel at most: their row buffers share a thread's stack (256 KB in all)
+MAX_STREAMED = 4
 #: outputs of at least this many bytes are streamed (smaller ones may stay in the cache)
 STREAM_MIN_BYTES = 1 << 24
 #: innermost iterations per chunk of a dynamic schedule
@@ -110,6 +112,8 @@ class RowStreams:
             ref = self.spec.arrays[a]
             if ref.output and self.layout.moves[a][inner] and self.layout.unit[a][inner]:
                 self.streamed.append(a)
+        if len(self.streamed) > MAX_STREAMED:
+            self.streamed = []
         return self.streamed
 
     def stream_header(self) -> list[str]:

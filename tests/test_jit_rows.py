@@ -146,3 +146,15 @@ def test_engine_path_uses_one_row_kernel() -> None:
                                rtol=2e-4, atol=2e-5)  # fmt: skip
     assert want.shape == got.shape
     np.testing.assert_allclose(soft, _np_softmax(x), **tolerance(np.dtype(np.float32)))
+
+
+def test_many_full_outputs_do_not_stream() -> None:
+    """Five row outputs would need five row buffers on a thread's stack: written in place."""
+
+    def five(xp, a):  # noqa: ANN001, ANN202
+        d = a - a.mean(axis=1, keepdims=True)
+        return d, d * 2, d * 3, d * 4, d * 5
+
+    x = np.random.default_rng(9).standard_normal((40, 77)).astype(np.float32)
+    check(five, x, rows=False)
+    assert render_rows.MAX_STREAMED < 5
