@@ -66,8 +66,35 @@ def uniform_index(a: Array, bins: Any, rng: Any, edges: np.ndarray) -> Array | N
     f = api.multiply(api.divide(api.subtract(safe, lo), denom), nb)
     idx = f.astype(np.intp)
     idx = api.where(api.equal(idx, nb), nb - 1, idx)
-    e = asarray(edges)
-    idx = api.where(api.less(safe, e[idx]), api.subtract(idx, 1), idx)
-    up = api.logical_and(api.greater_equal(safe, e[api.add(idx, 1)]), api.not_equal(idx, nb - 1))
+    edge = _edge_formula(lo, hi, nb, edges)
+    if edge is None:  # edges[k] by gathering from the edges themselves
+        e = asarray(edges)
+        edge = lambda k: e[k]  # noqa: E731
+    idx = api.where(api.less(safe, edge(idx)), api.subtract(idx, 1), idx)
+    up = api.logical_and(api.greater_equal(safe, edge(api.add(idx, 1))), api.not_equal(idx, nb - 1))
     idx = api.where(up, api.add(idx, 1), idx)
     return api.where(keep, idx, nb)
+
+
+def _edge_formula(lo: Any, hi: Any, nb: int, edges: np.ndarray) -> Any:
+    """edges[k] as linspace computes it (k * step + lo, the last one hi), when that gives every edge.
+
+    Elementwise, so the index computation stays one fused region (no gathers); checked here
+    on all nb + 1 edges with the same float64 operations, so the lazy values are the edges.
+    """
+    start = float(np.asarray(lo, dtype=np.float64))
+    last = float(np.asarray(hi, dtype=np.float64))
+    step = float(np.subtract(hi, lo, dtype=np.float64)) / nb
+    if step == 0:
+        return None  # linspace scales differently then
+    cand = np.arange(nb + 1, dtype=np.float64) * step + start
+    cand[-1] = last
+    bt = edges.dtype
+    if not np.array_equal(cand.astype(bt), edges):
+        return None
+
+    def edge(k: Array) -> Array:
+        v = api.where(api.equal(k, nb), last, api.add(api.multiply(k.astype(np.float64), step), start))
+        return v.astype(bt) if bt != np.float64 else v
+
+    return edge

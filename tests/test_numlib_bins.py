@@ -96,3 +96,28 @@ def test_errors_stay_numpys() -> None:
             np.histogram(x.numpy(), 4, range=rng)
         with pytest.raises(ValueError):
             lg.histogram(x, 4, range=rng)
+
+
+@pytest.mark.parametrize("a, bins, rng", CASES[:4] + CASES[10:12])
+def test_edges_by_gather_match_too(
+    a: np.ndarray, bins: int, rng: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where linspace's formula would not give the edges, gathering them gives the same counts."""
+    import lazygraph.numlib_bins as nbins
+
+    monkeypatch.setattr(nbins, "_edge_formula", lambda *args: None)
+    n, _ = np.histogram(a, bins, range=rng)
+    ln, _ = lg.histogram(lg.asarray(a), bins, range=rng)
+    assert np.array_equal(ln.numpy(), n)
+
+
+def test_edge_formula_is_the_edges() -> None:
+    """The formula reproduces every edge NumPy computes (float64 and float32 edges, odd ranges)."""
+    import lazygraph.numlib_bins as nbins
+
+    for lo, hi, nb, dt in [(0, 256, 32, np.uint8), (-1.5, 2.25, 7, np.float32), (0.1, 0.7, 3, np.float64)]:
+        edges = np.histogram_bin_edges(np.zeros(0, dt), nb, range=(lo, hi))
+        edge = nbins._edge_formula(lo, hi, nb, edges)
+        assert edge is not None
+        got = edge(lg.asarray(np.arange(nb + 1))).numpy()
+        assert got.dtype == edges.dtype and np.array_equal(got, edges)
