@@ -360,3 +360,63 @@ def test_writes_through_unread_views_go_into_the_buffer():
     ro = lg.broadcast_to(lg.asarray(np.zeros(3)), (2, 3))
     with pytest.raises(ValueError, match="read-only"):
         ro[0][1] = 1.0
+
+
+def _random_program(seed: int, steps: int) -> None:
+    """Random writes, reads, pending readers, held results and views, checked against NumPy."""
+    rng = np.random.default_rng(seed)
+    n = np.arange(20.0).reshape(4, 5)
+    a = lg.asarray(n)
+    n = n.copy()
+    readers: list = []  # (lazy value recorded then, NumPy's value then)
+    views: list = []  # (view array, its index): they follow the array's current value
+    for _ in range(steps):
+        op = int(rng.integers(11))
+        i, j = int(rng.integers(-4, 4)), int(rng.integers(-5, 5))
+        v = float(rng.integers(-3, 4))
+        if op == 0:
+            a[i, j] += v
+            n[i, j] += v
+        elif op == 1:
+            a[i, j] = v
+            n[i, j] = v
+        elif op == 2:
+            w = rng.integers(-2, 3, size=5).astype(float)
+            a[i] *= lg.asarray(w) if rng.integers(2) else w
+            n[i] *= w
+        elif op == 3:
+            readers.append((a * 1, n.copy()))
+        elif op == 4:
+            readers.append((a[i, j], n[i, j].copy()))
+        elif op == 5:
+            readers.append((a.numpy(), n.copy()))
+        elif op == 6:
+            key = (slice(1, 3), slice(None, None, 2)) if rng.integers(2) else (i,)
+            views.append((a[key], key))
+        elif op == 7:
+            a.numpy()
+        elif op == 8 and views:
+            view, key = views[int(rng.integers(len(views)))]
+            np.testing.assert_array_equal(view.numpy(), n[key])
+        elif op == 9 and (readers or views):
+            (readers if readers and rng.integers(2) else views or readers).pop(0)
+        elif op == 10 and views:
+            view, key = views[int(rng.integers(len(views)))]
+            view[(0,) * view.ndim] = v
+            n[key][(0,) * view.ndim] = v
+    for value, want in readers:
+        np.testing.assert_array_equal(np.asarray(value), want)
+    for view, key in views:
+        np.testing.assert_array_equal(view.numpy(), n[key])
+    np.testing.assert_array_equal(a.numpy(), n)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_programs_match_numpy(seed):
+    _random_program(seed, 60)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12, 212))
+def test_random_programs_match_numpy_long(seed):
+    _random_program(seed, 300)
