@@ -31,6 +31,7 @@ from lazygraph.creation import zeros
 from lazygraph.numlib_bins import uniform_index
 from lazygraph.numlib_quantile import *  # noqa: F403
 from lazygraph.numlib_quantile import __all__ as _quantile_all
+from lazygraph.numlib_unique import unique_host
 from lazygraph.shape import _arr, asarray, permute_dims, ravel, reshape
 from ops.base import fmt_shape, normalize_axis
 from ops.sorting import array_namespace
@@ -306,12 +307,15 @@ def _value(x: Any) -> np.ndarray:
 def _unique_parts(x: Any, equal_nan: bool, first: bool = True) -> tuple[Array, Array, Array, Array]:
     """(values, first indices, inverse of x's shape, counts) of x flattened, as NumPy's unique.
 
-    The number of distinct values decides the shapes: it is evaluated (x evaluated once), then
-    the `unique_indices` operator and a gather of the values are recorded, so the results are
-    nodes of the graph and the values are differentiable with respect to x.
+    The number of distinct values decides the shapes: it is evaluated (x evaluated once). On the
+    CPU NumPy's unique then runs on those values (numlib_unique.py: indices, inverse and counts
+    are leaves); on a device the `unique_indices` operator is recorded. The values are a gather
+    from x either way, so they are differentiable with respect to x.
     """
     x = _arr(x)
     flat = ravel(x)
+    if str(x.device) == "cpu":
+        return unique_host(x, flat, equal_nan, first)
     k = int(record("unique_count", flat, equal_nan=equal_nan))
     packed = record("unique_indices", flat, count=k, equal_nan=equal_nan, first=first)
     index, counts = packed[:k], packed[k : 2 * k]
