@@ -15,6 +15,7 @@ import sys as _sys
 import numpy as _np
 
 from lazygraph import cachectl as cache  # noqa: F401  (lg.cache.stats(), lg.cache.clear())
+from lazygraph import elements as _elements  # noqa: F401  (installs a[i], a[i] = v, a op= b on Array)
 from lazygraph import fft, linalg, random  # noqa: E402, F401  (lg.fft, lg.linalg)
 from lazygraph import methods as _methods  # noqa: F401  (installs Array operators)
 from lazygraph import transfer as _transfer  # noqa: F401  (installs Array.to)

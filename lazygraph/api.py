@@ -14,15 +14,12 @@ import numpy as np
 from lazygraph import debug
 from lazygraph.array import (  # noqa: F401  (check_device: for importers)
     Array,
-    binary_recorder,
     check_device,
     record,
-    record_binary,
-    record_unary,
     result_dtype,
-    unary_recorder,
 )
 from lazygraph.engine import evaluate as evaluation
+from lazygraph.recorders import binary_recorder, unary_recorder
 from lazygraph.shape import _arr, moveaxis, ravel
 from ops.elementwise import BINARY, UNARY
 

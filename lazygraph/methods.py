@@ -8,15 +8,9 @@ from typing import Any
 import numpy as np
 
 from lazygraph import api, fallback, shape
-from lazygraph.array import (
-    Array,
-    Scalar,
-    binary_recorder,
-    record,
-    record_binary,
-    scalar_inplace,
-    unary_recorder,
-)
+from lazygraph.array import Array, Scalar, record
+from lazygraph.elements import scalar_inplace
+from lazygraph.recorders import binary_recorder, record_binary, unary_recorder
 
 _BINARY_DUNDERS = {
     "add": "add",

@@ -219,7 +219,7 @@ def test_operator_recorders_raise_like_numpy():
 
 
 def test_element_update_takes_the_lean_path_and_records_one_update():
-    from lazygraph.array import _Update
+    from lazygraph.elements import _Update
 
     a = lg.zeros(10)
     a[0] += 1.0  # the first meeting: the general path checks and remembers
