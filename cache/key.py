@@ -147,13 +147,10 @@ def walk(roots: Sequence[Node]) -> Walk:
         return w
     w = full_walk(roots)
     if w.cacheable and w.interior:
-        # the full walk refreshed every hint: a structure recorded over inputs evaluated since
-        # (a training loop's loss realizes the residual the pending update was recorded over)
-        # is found under its recorded hint next time, a fresh recording under the fresh one
-        fresh = template.roots_hint(roots)
-        hints = [x for x in dict.fromkeys((h, fresh)) if x is not None]
-        if hints:
-            template.remember(hints, w.key, w.roots, *w._parse(), w.interior)
+        if h is None:
+            h = template.roots_hint(roots)
+        if h is not None:
+            template.remember(h, w.key, w.roots, *w._parse(), w.interior)
     return w
 
 
@@ -161,9 +158,8 @@ def full_walk(roots: Sequence[Node]) -> Walk:
     """The full walk: one iterative depth-first pass numbering nodes and building the flat key.
 
     The flat key holds, per slot: the local id; for a buffer its alias slot; for an
-    operation its number of inputs and their slots. Then -1 and the root slots. Every
-    operation's hint is computed here from its inputs as they are now (leaves without one get
-    theirs), inputs first: a hint recorded before an input was evaluated is refreshed.
+    operation its number of inputs and their slots. Then -1 and the root slots. Nodes
+    without a hint get one here, inputs first.
     """
     w = Walk()
     nodes, interior = w.nodes, w.interior
@@ -229,7 +225,8 @@ def full_walk(roots: Sequence[Node]) -> Walk:
                     if i is None:
                         i = kid_of(node)
                     inputs = node.inputs
-                    node.h = hash((i, *[c.h for c in inputs]))  # refreshed (see `walk`)
+                    if node.h is None:
+                        node.h = hash((i, *[c.h for c in inputs]))
                     if i < 0:  # evaluated without the cache; the token only names it
                         i = intern((node.op.name, dtype_str(node.dtype), shape_class(node.shape), ("?",)))
                         w.cacheable = False

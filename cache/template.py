@@ -18,7 +18,7 @@ from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts
+from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts, rehint
 from cache.tmatch import MAX_SLOTS, SLOW, compile_matcher
 from ops.node import Node
 
@@ -232,9 +232,11 @@ def find(roots: Sequence[Node]) -> tuple[int | None, Template | None, list[Node]
         h = roots_hint(roots)
     else:
         h = hash(hints)  # the same hash as roots_hint's
-    # (hints recorded before an input was evaluated describe a history that is gone: the full
-    # walk then refreshes them, and its template is offered under both hints, cache/key.py)
     found = _templates.get(h) if h is not None else None
+    if found is None and h is not None and _templates:
+        rehint(roots)  # hints from recording may predate evaluations of their inputs
+        h = roots_hint(roots)
+        found = _templates.get(h) if h is not None else None
     if found is not None:
         for t in found:
             fast = t.fast
@@ -254,20 +256,16 @@ def find(roots: Sequence[Node]) -> tuple[int | None, Template | None, list[Node]
     return h, None, None
 
 
-def remember(
-    h: int | Sequence[int], key: tuple, roots: tuple, ids: list[int], edges: list[Any], interior: list[int]
-) -> None:
-    """Offer a full walk's numbering to later evaluations whose roots have the hint `h` (or any of
-    several hints: one template object, matched and compiled once)."""
+def remember(h: int, key: tuple, roots: tuple, ids: list[int], edges: list[Any], interior: list[int]) -> None:
+    """Offer a full walk's numbering to later evaluations whose roots have the hint `h`."""
     t = Template(key, roots, ids, edges, interior)
-    for hint in (h,) if isinstance(h, int) else h:
-        found = _templates.get(hint)
-        if found is None:
-            if len(_templates) >= _MAX:
-                _templates.clear()
-            _templates[hint] = [t]
-        else:
-            _templates[hint] = [t, *[x for x in found if x.key != key][: _PER_HINT - 1]]
+    found = _templates.get(h)
+    if found is None:
+        if len(_templates) >= _MAX:
+            _templates.clear()
+        _templates[h] = [t]
+    else:
+        _templates[h] = [t, *[x for x in found if x.key != key][: _PER_HINT - 1]]
 
 
 def clear() -> None:

@@ -117,27 +117,3 @@ def test_roots_on_one_device_are_one_graph():
     np.testing.assert_allclose(got[0], x + 1.0)
     np.testing.assert_allclose(got[1], x * 3.0)
     assert lg.cache.stats(per_entry=False)["evaluations"] == before + 1
-
-
-def test_hints_recorded_before_an_input_was_evaluated_find_their_template(monkeypatch):
-    # a training loop's pattern: the loss is evaluated (realizing what the pending update was
-    # recorded over), then the update; after the first rounds no evaluation walks in full
-    from cache import key as keymod
-
-    walks = []
-    real = keymod.full_walk
-    monkeypatch.setattr(keymod, "full_walk", lambda roots: (walks.append(1), real(roots))[1])
-    rng = np.random.default_rng(5)
-    w = lg.asarray(rng.normal(size=6))
-    for step in range(6):
-        x = rng.normal(size=6)
-        residual = lg.tanh(w * lg.asarray(x)) - 0.5
-        update = w - 0.1 * residual * lg.asarray(x)
-        loss = float((residual * residual).sum())  # realizes `residual`: update's hint is stale
-        want = w.numpy() - 0.1 * (np.tanh(w.numpy() * x) - 0.5) * x
-        np.testing.assert_allclose(loss, ((np.tanh(w.numpy() * x) - 0.5) ** 2).sum(), rtol=1e-12)
-        w = update
-        np.testing.assert_allclose(w.numpy(), want, rtol=1e-12)
-        if step == 2:
-            walks.clear()
-    assert walks == []
