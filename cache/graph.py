@@ -103,6 +103,18 @@ _SCALAR_STANDIN = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
 _CHEAP_KINDS = frozenset({"view", "movement", "elementwise", "reduction", "gather"})
 
 
+class _Before:
+    """A P node as it was before a run turned it into a leaf: its operator and attributes then."""
+
+    __slots__ = ("node", "op", "attrs")
+
+    def __init__(self, node: Node, op: Any, attrs: dict) -> None:
+        self.node, self.op, self.attrs = node, op, attrs
+
+    def __getattr__(self, name: str) -> Any:  # shape, dtype, buffer: unchanged by the run
+        return getattr(self.node, name)
+
+
 class Graph:
     """Q under construction: nodes (inputs first), outputs (one per root), P slot -> node."""
 
@@ -112,6 +124,13 @@ class Graph:
         """Q = P. `ops`: each P node's (operator, attributes) taken before a run turned some into
         leaves (the background's full optimization builds Q after that run, engine/tiered.py)."""
         self.pnodes: list[Node] = w.nodes
+        #: what guards and recipe expressions read of P: its nodes as they were when `ops` was
+        #: taken (a run since has turned kept nodes into leaves without attributes)
+        self.enodes: list[Any] = (
+            w.nodes
+            if ops is None
+            else [_Before(n, *o) if n.attrs is not o[1] else n for n, o in zip(w.nodes, ops)]
+        )
         #: P slots whose values the evaluation memoizes (live arrays hold them): kept computed
         self.held = held
         self.tokens = w.tokens
@@ -174,8 +193,8 @@ class Graph:
     ) -> QNode:
         """A New node: `attrs` and `shape` are expressions over P's slots, rebuilt on P'."""
         recipe = Recipe(ctor, op, dict(attrs), shape, dtype_str(np.dtype(dtype)), data)
-        concrete = {k: eval_expr(e, self.pnodes) for k, e in attrs.items()}
-        shp = tuple(eval_expr(shape, self.pnodes))
+        concrete = {k: eval_expr(e, self.enodes) for k, e in attrs.items()}
+        shp = tuple(eval_expr(shape, self.enodes))
         opdef = REGISTRY[op] if op is not None else None
         node = QNode(opdef, list(inputs), concrete, shp, np.dtype(dtype), -1, recipe)
         self.nodes.append(node)
@@ -185,14 +204,14 @@ class Graph:
         """The node standing for value j >= 1 of the multi-output New node `first`."""
         if first.recipe is None or j < 1:
             raise PassError(f"output {j} of {first!r}: only New nodes have further outputs")
-        node = QNode(None, [first], {}, tuple(eval_expr(shape, self.pnodes)), np.dtype(dtype))
+        node = QNode(None, [first], {}, tuple(eval_expr(shape, self.enodes)), np.dtype(dtype))
         node.output = (j, shape)
         self.nodes.append(node)
         return node
 
     def guard(self, g: Expr) -> None:
         """Record a size- or value-dependent decision; it must hold on P now."""
-        if not compile_guard(g)(self.pnodes):
+        if not compile_guard(g)(self.enodes):
             raise PassError(f"guard {g!r} does not hold on the graph being optimized")
         try:
             new = g not in self._guard_set

@@ -258,3 +258,29 @@ def test_background_job_releases_the_graph_when_done():
     gc.collect()
     assert r() is None
     np.testing.assert_array_equal(y.numpy(), np.full((64, 64), 3.0))
+
+
+def test_full_optimization_of_a_training_step_reads_attributes_from_before_the_run():
+    # The run between queueing and the job turns kept nodes (views of the parameters among
+    # them) into leaves without attributes; guards and recipes must read them as they were.
+    nn = lg.nn
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((16, 12)).astype(np.float32)
+    y = rng.integers(0, 4, 16)
+    model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = lg.optim.Adam(model.parameters(), lr=1e-2)
+
+    def step() -> float:
+        loss = nn.functional.cross_entropy(model(lg.asarray(x)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return float(loss)
+
+    failed = background.COUNTS["failed"]
+    with _hold():
+        losses = [step() for _ in range(3)]  # misses, then hits that queue full optimizations
+    assert lg.jit_wait(60)
+    losses += [step() for _ in range(3)]
+    assert background.COUNTS["failed"] == failed
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
