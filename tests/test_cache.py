@@ -292,3 +292,23 @@ def test_explain_shows_p_q_and_passes(capsys):
     out = capsys.readouterr().out
     assert "P = recorded graph" in out and "Q = optimized graph" in out
     assert "passes fired: algebraic, cse, dce" in out
+
+
+def test_superoptimizer_settings_are_part_of_the_key():
+    # a structure compiled under one search (or none) is not replayed under another
+    from ops.settings import SETTINGS
+
+    lg.cache.clear(disk=False)
+    x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+
+    def run() -> np.ndarray:
+        return (lg.tanh(lg.asarray(x)) * 2.0 + 1.0).numpy()
+
+    want = np.tanh(x) * 2.0 + 1.0
+    seen = []
+    for settings in ({}, {"superopt": False}, {"superopt_search": "mcts"}, {"superopt_cost": "measured"}, {}):
+        with SETTINGS.override(**settings):
+            before = lg.cache.stats()["misses"]
+            np.testing.assert_allclose(run(), want)
+            seen.append(lg.cache.stats()["misses"] - before)
+    assert seen == [1, 1, 1, 1, 0]

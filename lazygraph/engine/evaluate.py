@@ -80,10 +80,23 @@ def schedule(roots: Sequence[Node]) -> list[Node]:
     return [w.nodes[s] for s in w.interior]
 
 
+def _variant() -> str | None:
+    """The superoptimizer's settings when they are not the defaults (None): a structure compiled
+    under other settings is another cache entry, in memory and on disk."""
+    s = SETTINGS
+    if not s.superopt:
+        return "nosuperopt"
+    search, cost = s.superopt_search, s.superopt_cost
+    return None if search == "taso" and cost == "analytic" else f"superopt:{search}:{cost}"
+
+
 def _memory_key(w: Walk, opt: bool, sched: bool, dev: str = HOST) -> tuple:
-    """The in-process key, marked when the optimizer or planner is off, or the device not the host."""
+    """The in-process key, marked when the optimizer or planner is off or set otherwise, or the
+    device not the host."""
     key = w.key if opt else (*w.key, -2)
     key = key if sched else (*key, -3)
+    v = _variant() if opt else None
+    key = key if v is None else (*key, v)
     return key if dev is HOST else (*key, f"device:{dev}")
 
 
@@ -91,6 +104,8 @@ def _structural(w: Walk, opt: bool, sched: bool, dev: str = HOST) -> tuple:
     """The process-independent key (tokens, roots), marked like `_memory_key`."""
     skey = w.structural_key if opt else (*w.structural_key, "noopt")
     skey = skey if sched else (*skey, "nosched")
+    v = _variant() if opt else None
+    skey = skey if v is None else (*skey, v)
     return skey if dev is HOST else (*skey, f"device:{dev}")
 
 
@@ -208,7 +223,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     if verbose >= 3:
         debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
     mode, opt, sched = SETTINGS.cache, SETTINGS.optimize, SETTINGS.schedule
-    key = w.key if opt and sched and dev is HOST else _memory_key(w, opt, sched, dev)
+    key = w.key if opt and sched and dev is HOST and _variant() is None else _memory_key(w, opt, sched, dev)
     entry = None
     talks = None
     keep = None  # a miss needs it to compile; on a hit it is computed as part of the run (timed so)
