@@ -246,6 +246,9 @@ def _vector(name: str, v: Any, what: str) -> Array:
 
 #: taps up to which a correlation is a sum of shifted slices (beyond: the gathered windows)
 _SHIFTED_MAX = 64
+#: window-matrix size (rows x taps) from which the shifted slices pay: below it the few nodes
+#: of the gathered windows record and hash faster than 3 nodes a tap
+_SHIFTED_MIN_WINDOWS = 1 << 16
 
 
 def _full_rows(name: str, a: Array, v: Array, rows: range) -> Array:
@@ -253,7 +256,7 @@ def _full_rows(name: str, a: Array, v: Array, rows: range) -> Array:
     na, nv = a.shape[0], v.shape[0]
     dt = np.result_type(a.dtype, v.dtype)
     a, v = api.astype(a, dt, copy=False), api.astype(v, dt, copy=False)
-    if dt != np.bool_ and 1 < nv <= _SHIFTED_MAX:
+    if dt != np.bool_ and 1 < nv <= _SHIFTED_MAX and len(rows) * nv >= _SHIFTED_MIN_WINDOWS:
         return _shifted_rows(a, v, rows, dt)
     k = np.asarray(rows, dtype=np.int64)[:, None]
     idx = k - (nv - 1) + np.arange(nv)[None, :]

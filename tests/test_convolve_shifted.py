@@ -1,4 +1,4 @@
-"""convolve/correlate with up to 64 taps are sums of shifted slices: NumPy's values, shapes and dtypes."""
+"""convolve/correlate with up to 64 taps over many rows are sums of shifted slices: NumPy's values and dtypes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import lazygraph as lg
 import lazygraph.numlib_signal as ns
 
 RNG = np.random.default_rng(29)
-SIZES = [(100, 5), (5, 100), (7, 7), (3000, 32), (10, 65), (1, 1), (2, 40)]
+# small ones take the gathered windows, (3000, 32) and (40000, 2) the shifted slices
+SIZES = [(100, 5), (5, 100), (7, 7), (3000, 32), (40000, 2), (10, 65), (1, 1), (2, 40)]
 
 
 @pytest.mark.parametrize("na, nv", SIZES)
@@ -76,3 +77,20 @@ def test_roll_int_shift_and_axis_match_numpy() -> None:
     for ax in (3, -4):
         with pytest.raises(np.exceptions.AxisError):
             lg.roll(lg.asarray(a), 1, ax)
+
+
+def test_small_windows_stay_gathered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few hundred windows take the gathered matrix (fewer nodes to record); many take the slices."""
+    calls: list[int] = []
+    orig = ns._shifted_rows
+
+    def spy(a, v, rows, dt):  # noqa: ANN001, ANN202
+        calls.append(len(rows))
+        return orig(a, v, rows, dt)
+
+    monkeypatch.setattr(ns, "_shifted_rows", spy)
+    x = RNG.normal(size=300)
+    lg.convolve(lg.asarray(x), np.ones(8) / 8, mode="valid").numpy()
+    assert calls == []
+    lg.convolve(lg.asarray(RNG.normal(size=20000)), np.ones(8) / 8, mode="valid").numpy()
+    assert calls == [19993]
