@@ -307,6 +307,12 @@ def _hand_written(calls: dict) -> None:
     shard = {"axis": 1, "world": 2, "transport": "namespace-test"}
     calls["collective_shard"] = [((r.standard_normal((3, 4)),), shard)]
     calls["collective_unshard"] = [((r.standard_normal((3, 2)),), shard)]
+    # unique on a device (on the CPU, NumPy's unique runs once on the evaluated values instead)
+    v = np.array([3.0, np.nan, 1.0, 3.0, np.nan, 2.0, 1.0])
+    calls["unique_indices"] = [
+        ((v,), {"count": 4, "equal_nan": True, "first": True}),
+        ((v,), {"count": 5, "equal_nan": False, "first": False}),
+    ]
     # the superoptimizer's split piece (optimizer/superopt/pseudo.py): made by rewrites only
     calls["slice_axis"] = [((r.standard_normal((3, 6)),), {"axis": 1, "start": 2, "stop": 5})]
 
