@@ -104,14 +104,15 @@ _CHEAP_KINDS = frozenset({"view", "movement", "elementwise", "reduction", "gathe
 
 
 class _Before:
-    """A P node as it was before a run turned it into a leaf: its operator and attributes then."""
+    """A P node as it was before a run changed it: its operator, attributes and buffer then (a
+    kept node became a leaf without attributes, a leaf written in place lost its buffer)."""
 
-    __slots__ = ("node", "op", "attrs")
+    __slots__ = ("node", "op", "attrs", "buffer")
 
-    def __init__(self, node: Node, op: Any, attrs: dict) -> None:
-        self.node, self.op, self.attrs = node, op, attrs
+    def __init__(self, node: Node, op: Any, attrs: dict, buffer: Any) -> None:
+        self.node, self.op, self.attrs, self.buffer = node, op, attrs, buffer
 
-    def __getattr__(self, name: str) -> Any:  # shape, dtype, buffer: unchanged by the run
+    def __getattr__(self, name: str) -> Any:  # shape, dtype: unchanged by the run
         return getattr(self.node, name)
 
 
@@ -119,17 +120,20 @@ class Graph:
     """Q under construction: nodes (inputs first), outputs (one per root), P slot -> node."""
 
     def __init__(
-        self, w: Walk, held: set[int] | frozenset = frozenset(), ops: list[tuple[Any, dict]] | None = None
+        self,
+        w: Walk,
+        held: set[int] | frozenset = frozenset(),
+        ops: list[tuple[Any, dict, Any]] | None = None,
     ) -> None:
-        """Q = P. `ops`: each P node's (operator, attributes) taken before a run turned some into
-        leaves (the background's full optimization builds Q after that run, engine/tiered.py)."""
+        """Q = P. `ops`: each P node's (operator, attributes, buffer) taken before a run changed some
+        (kept nodes turned leaves, leaves written in place) (the background's full optimization builds Q after that run, engine/tiered.py)."""
         self.pnodes: list[Node] = w.nodes
         #: what guards and recipe expressions read of P: its nodes as they were when `ops` was
         #: taken (a run since has turned kept nodes into leaves without attributes)
         self.enodes: list[Any] = (
             w.nodes
             if ops is None
-            else [_Before(n, *o) if n.attrs is not o[1] else n for n, o in zip(w.nodes, ops)]
+            else [n if n.attrs is o[1] and n.buffer is o[2] else _Before(n, *o) for n, o in zip(w.nodes, ops)]
         )
         #: P slots whose values the evaluation memoizes (live arrays hold them): kept computed
         self.held = held
@@ -139,7 +143,7 @@ class Graph:
             if is_leaf_token(tok):
                 q = QNode(None, [], {}, node.shape, node.dtype, p, leaf=True, scalar=tok[0] == "<S>")
             else:
-                op, attrs = (node.op, node.attrs) if ops is None else ops[p]
+                op, attrs = (node.op, node.attrs) if ops is None else ops[p][:2]
                 q = QNode(op, [self.nodes[i] for i in tok[4]], attrs, node.shape, node.dtype, p)
             self.nodes.append(q)
         self.outputs: list[QNode] = [self.nodes[s] for s in w.roots]
@@ -155,7 +159,7 @@ class Graph:
         """The value of a leaf on P (data: decisions on it need a guard)."""
         if not q.leaf:
             raise PassError(f"value() of a non-leaf node {q!r}")
-        return self.pnodes[q.src].buffer
+        return self.enodes[q.src].buffer
 
     def shape_expr(self, q: QNode) -> Expr:
         """An expression giving q's shape on P'."""

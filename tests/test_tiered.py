@@ -284,3 +284,24 @@ def test_full_optimization_of_a_training_step_reads_attributes_from_before_the_r
     losses += [step() for _ in range(3)]
     assert background.COUNTS["failed"] == failed
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_full_optimization_of_a_loop_writing_into_its_leaf_in_place():
+    # Each evaluation writes the field into its dying input's buffer, and the input's node
+    # loses its buffer; the full optimization queued before that run must still see it.
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks.programs import harness, heat
+
+    want = heat.run(np, "medium")
+    failed = background.COUNTS["failed"]
+    for _ in range(3):
+        got = harness.to_numpy(lg, heat.run(lg, "medium"))
+        assert lg.jit_wait(60)
+    assert background.COUNTS["failed"] == failed
+    for k, v in want.items():
+        np.testing.assert_allclose(got[k], v, rtol=1e-12, atol=1e-12)

@@ -65,8 +65,9 @@ def finish_later(
     if background.known(key):
         return
     # Q is built on the worker from what the run changes (kept nodes become leaves: operator
-    # and attributes), taken now: one C-level pass here instead of Q's construction (milliseconds
-    # on graphs of thousands of nodes, in the first calls of the loops that make them)
+    # and attributes; leaves written in place lose their buffer), taken now: one C-level pass
+    # here instead of Q's construction (milliseconds on graphs of thousands of nodes, in the
+    # first calls of the loops that make them)
     ops = list(map(_OP_ATTRS, w.nodes))
     store = engine.disk_store() if mode != "memory" else None
     device = jit_backend.active_name()  # the worker builds steps for the graph's device
@@ -80,7 +81,7 @@ def finish_later(
     background.submit(key, job)
 
 
-_OP_ATTRS = attrgetter("op", "attrs")
+_OP_ATTRS = attrgetter("op", "attrs", "buffer")
 
 #: A full optimization is pure Python: while it runs, threads evaluating share the interpreter
 #: lock with it and run at about half speed. So it starts when evaluations pause (none for
