@@ -211,6 +211,9 @@ def render_c(  # noqa: ANN001
         if ref.output:
             head.append(f"  {t} *restrict a{ai} = ({t} *)ptrs[{ai}];")
         else:
+            # gcc does not vectorize loops that load _Bool to select between values (mandelbrot's
+            # masks: 2x slower); NumPy's bools are bytes holding 0 or 1, read alike as unsigned char
+            t = "unsigned char" if ref.dtype.kind == "b" else t
             head.append(f"  const {t} *restrict a{ai} = (const {t} *)ptrs[{ai}];")
         for li in range(nl):
             if layout.moves[ai][li]:
