@@ -33,7 +33,7 @@ from lazygraph import api, numlib, txn
 from lazygraph.array import Array, record
 from lazygraph.creation import eye, zeros
 from lazygraph.numlib_math import _conj, _real
-from lazygraph.shape import _arr, matrix_transpose, moveaxis, ravel, reshape
+from lazygraph.shape import _arr, expand_dims, matrix_transpose, moveaxis, ravel, reshape
 from ops.base import fmt_shape, normalize_axis
 from ops.linalg_ext import FALLIBLE, LinAlgError, svd_parts
 
@@ -251,7 +251,24 @@ def matrix_rank(
     A = _arr(A)
     if A.ndim < 2:
         return api.astype(api.any(api.not_equal(A, 0)), np.int64)
-    return _rec("matrix_rank", A, tol=tol, hermitian=hermitian, rtol=rtol)
+    if _number(tol) and _number(rtol):
+        return _rec("matrix_rank", A, tol=tol, hermitian=hermitian, rtol=rtol)
+    # a tolerance per matrix (an array broadcast against the batch): NumPy's formula, composed
+    S = api.abs(eigvalsh(A)) if hermitian else svdvals(A)
+    if tol is None:
+        if rtol is None:
+            rtol = max(A.shape[-2:]) * np.finfo(S.dtype).eps
+        else:
+            rtol = expand_dims(_arr(rtol), -1)
+        tol = api.multiply(api.max(S, axis=-1, keepdims=True), rtol)
+    else:
+        tol = expand_dims(_arr(tol), -1)
+    return api.sum(api.astype(api.greater(S, tol), np.int64), axis=-1)
+
+
+def _number(v: Any) -> bool:
+    """Whether a tolerance is None or one plain number (the operator's attribute)."""
+    return v is None or (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool))
 
 
 @_export

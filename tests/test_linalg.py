@@ -405,3 +405,25 @@ def test_contractions_of_views_and_numpy_operands():
     r = np.dot(la, a.T)  # __array_function__
     assert isinstance(r, lg.Array)
     assert_matches(r, np.dot(a, a.T))
+
+
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_matrix_rank_with_a_tolerance_per_matrix(hermitian):
+    # the Array API lets rtol (and NumPy tol) be an array broadcast against the batch
+    rng = np.random.default_rng(3)
+    a = rng.random((3, 4, 4)).astype(np.float32)
+    if hermitian:
+        a = a + a.transpose(0, 2, 1)
+    for kw in (
+        {"rtol": np.array([0.1, 0.5, 0.9], np.float32)},
+        {"tol": np.array([0.1, 0.5, 2.0])},
+        {"rtol": np.array(0.2)},
+    ):
+        want = np.linalg.matrix_rank(a, hermitian=hermitian, **kw)
+        got = lg.linalg.matrix_rank(
+            lg.asarray(a), hermitian=hermitian, **{k: lg.asarray(v) for k, v in kw.items()}
+        )
+        np.testing.assert_array_equal(got.numpy(), want)
+    empty = np.zeros((0, 3, 3), np.float32)
+    got = lg.linalg.matrix_rank(lg.asarray(empty), rtol=lg.asarray(np.zeros(0, np.float32)))
+    assert got.numpy().shape == (0,)
