@@ -192,23 +192,8 @@ def _direct_set(arr: Array, key: Any, value: Any) -> bool:
     memory), so the old value is dead. Model state, autograd, device buffers and indices
     other than integers and integer slices take the recorded path (False).
     """
-    storage = arr._storage
-    if type(storage) is not Storage or arr._vbase is not None:
+    if arr._vbase is not None:
         return False  # (a view whose node was read: a pending reader may hold that node)
-    node = storage.node
-    buf = node.buffer
-    if (
-        type(buf) is not np.ndarray
-        or node.users != 1
-        or storage.hist is not None
-        or node.requires_grad
-        or node.static
-        or storage.requires_grad
-        or storage.static
-        or node.device is not HOST
-        or buf.base is not None
-    ):
-        return False
     t = type(key)
     if t is tuple:
         for k in key:
@@ -216,16 +201,15 @@ def _direct_set(arr: Array, key: Any, value: Any) -> bool:
                 return False
     elif t not in _INT_KEYS and (t is not slice or not _int_slice(key)):
         return False
+    buf = _writable(arr)
+    if buf is None:
+        return False
     v = value._storage.val if type(value) is Scalar else value
     if type(v) in _COMPLEX_VALUES and buf.dtype.kind != "c":
         return False  # NumPy warns about the lost imaginary part: the recorded path warns at the user's line
     view = arr._view
     if view is not None and not buf.flags.c_contiguous:
         return False  # (a region of another layout would be materialized as a copy)
-    # held by the storage's node, `node` and getrefcount's argument; the buffer likewise
-    if getrefcount(node) != _ONCE or getrefcount(buf) != _ONCE:
-        return False
-    del node
     try:
         (buf if view is None else materialize(buf, view, writeable=True))[key] = v
     except ValueError:
@@ -252,10 +236,9 @@ DIRECT_REGION_MAX = 1 << 14
 def _writable(arr: Array) -> np.ndarray | None:
     """The buffer of an evaluated host array whose current value nothing else can read (else None).
 
-    The proof `_direct_set` gives: the node is held by the storage alone (and the caller's
-    `node`), its buffer by the node alone (and the caller's `buf`), counted by the caller.
-    Here the facts that do not need counting: a plain storage, not model state, not tracked by
-    autograd, no write history, on the host, owning its memory.
+    The proof of both direct writes: a plain storage, not model state, not tracked by autograd,
+    no write history, on the host, owning its memory; then reference counts: the node held by
+    its storage alone, its buffer by the node alone (`_direct_set` says what that excludes).
     """
     storage = arr._storage
     if type(storage) is not Storage:
@@ -273,6 +256,9 @@ def _writable(arr: Array) -> np.ndarray | None:
         or node.device is not HOST
         or buf.base is not None
     ):
+        return None
+    # held by the storage's node, `node` and getrefcount's argument; the buffer likewise
+    if getrefcount(node) != _ONCE or getrefcount(buf) != _ONCE:
         return None
     return buf
 
@@ -306,11 +292,6 @@ def _direct_inplace(arr: Array, op: str, other: Any) -> bool:
     view = arr._view
     if view.size > DIRECT_REGION_MAX or not buf.flags.c_contiguous:
         return False  # (a region of another layout would be materialized as a copy)
-    node = arr._storage.node
-    # as `_direct_set`: the node held by the storage and `node`, the buffer by it and `buf`
-    if getrefcount(node) != _ONCE or getrefcount(buf) != _ONCE:
-        return False
-    del node
     if not buf.flags.writeable:
         buf.setflags(write=True)  # evaluated values are read-only; `_value` hands it out so again
     region = materialize(buf, view, writeable=True)
