@@ -13,7 +13,7 @@ from weakref import ref
 
 import numpy as np
 
-from lazygraph import writes
+from lazygraph import element_ext, writes
 from lazygraph.array import (
     _FALLIBLE,
     _LEAN,
@@ -208,6 +208,16 @@ def _write_update(arr: Array, key: Any, pending: _Update) -> bool:
 _PASSED_LAST: list = [None]
 
 
+#: whether the element extension (lazygraph/element_ext.py) is still to be asked for: the first
+#: direct element read or write starts its build in the background
+_WANT_EXT = [True]
+
+
+def _want_ext() -> None:
+    _WANT_EXT[0] = False
+    element_ext.want()
+
+
 # -- the methods, installed on Array and Scalar below ----------------------------------------
 
 
@@ -247,6 +257,8 @@ def __setitem__(self, key: Any, value: Any) -> None:
         if (t in _DIRECT_VALUES or (t is Scalar and type(value._storage) is _Held)) and _direct_set(
             self, key, value
         ):
+            if _WANT_EXT[0]:
+                _want_ext()
             return  # written into the held buffer, as NumPy writes
         if (
             type(value) is Scalar
@@ -290,10 +302,14 @@ def __getitem__(self, key: Any) -> Array:
                         out._storage = st
                         out._view = out._vnode = out._vbase = None
                         out._readonly = False
+                        if _WANT_EXT[0]:
+                            _want_ext()
                         return out
             else:
                 out = _held_element(base, buf, key)
                 if out is not None:
+                    if _WANT_EXT[0]:
+                        _want_ext()
                     return out
         view = self._view
         view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)

@@ -1,0 +1,494 @@
+"""The element loops' common case in C: `a[i]`, `a[i] = v`, `s op= v`, `float(s)` of an evaluated buffer.
+
+The Python direct paths (lazygraph/elements.py, lazygraph/direct.py) cost about 0.5-0.7 µs an
+element operation, NumPy's 0.04-0.1 µs: three Python calls, each with a dozen attribute reads
+and type checks. No Python code gets near NumPy there, so the same checks run in a small
+CPython extension whose functions are installed as the methods themselves (method
+descriptors on `Array` and `Scalar`). Each does exactly the proof its Python counterpart does
+(the same fields, the same reference counts) and, where any check fails or NumPy raises, calls
+that counterpart, which takes the general path and raises errors in lazygraph's words. So the
+extension changes speed only: tests run the same programs with it on and off.
+
+Built with the system compiler against `Python.h` and NumPy's headers (only its inline field
+accessors: no NumPy C API table is imported), stored in the kernel cache beside the JIT's
+launcher (verified by its SHA-256, imported from a private copy, as jit/launch.py does). The
+build starts in a background thread at the first direct element read or write, so a program
+without element loops never pays for it, and one with them runs the Python paths until the
+extension is installed. `LAZYGRAPH_ELEMENT_EXT=0` keeps the Python paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from typing import Any
+
+import numpy as np
+
+MODULE = "_lazygraph_elements"
+STORE_DIR = "elements"  # in the kernel cache, beside the JIT's launcher (jit/launch.py)
+BINARY_CAP = 16 * 2**20
+
+SOURCE = r"""#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
+#include <numpy/ndarraytypes.h>
+
+/* Filled by configure(): the classes, the slots' offsets, the sets of types, the Python paths. */
+static PyTypeObject *T_Array, *T_Scalar, *T_Storage, *T_Held, *T_Node, *T_ndarray;
+static PyObject *HOST, *INT_KEYS, *DIRECT_VALUES, *NP_SCALARS, *REAL_SCALARS, *COMPLEX_VALUES;
+static PyObject *PY_GETITEM, *PY_SETITEM, *PY_FLOAT, *PY_HELD_SCALAR, *EMPTY;
+static PyObject *PY_IOP[4], *PY_REC[4];
+static Py_ssize_t A_STORAGE, A_VIEW, A_READONLY, A_VNODE, A_VBASE;
+static Py_ssize_t N_BUFFER, N_USERS, N_GRAD, N_STATIC, N_DEVICE;
+static PyObject *S_NODE, *S_VAL, *S_SRC, *S_HIST, *S_GRAD, *S_STATIC;
+static int READY = 0;
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+static PyObject *call(PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  PyObject *stack[4];
+  if (nargs > 3) { PyErr_SetString(PyExc_TypeError, "too many arguments"); return NULL; }
+  stack[0] = self;
+  for (Py_ssize_t i = 0; i < nargs; i++) stack[i + 1] = args[i];
+  return PyObject_Vectorcall(fn, stack, nargs + 1, NULL);
+}
+
+static int in_set(PyObject *set, PyObject *o) {
+  int r = PySet_Contains(set, (PyObject *)Py_TYPE(o));
+  if (r < 0) { PyErr_Clear(); return 0; }
+  return r;
+}
+
+static int int_key(PyObject *k) { return PyLong_CheckExact(k) || in_set(INT_KEYS, k); }
+
+/* a key of integers only: 0 no, 1 one integer, n+1 a tuple of n integers */
+static Py_ssize_t int_index(PyObject *key) {
+  if (PyLong_CheckExact(key)) return 1;
+  if (PyTuple_CheckExact(key)) {
+    Py_ssize_t n = PyTuple_GET_SIZE(key);
+    for (Py_ssize_t i = 0; i < n; i++)
+      if (!int_key(PyTuple_GET_ITEM(key, i))) return 0;
+    return n + 1;
+  }
+  return in_set(INT_KEYS, key) ? 1 : 0;
+}
+
+static int is_false(PyObject *o) { return o == Py_False; }
+
+/* a[key]: elements.__getitem__'s first branch (`_held_element`) */
+static PyObject *lg_getitem(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (!READY || nargs != 1 || Py_TYPE(self) != T_Array || SLOT(self, A_VIEW) != Py_None) goto slow;
+  PyObject *key = args[0], *st = SLOT(self, A_STORAGE);
+  if (st == NULL || Py_TYPE(st) != T_Storage) goto slow;
+  PyObject *node = PyObject_GetAttr(st, S_NODE);
+  if (node == NULL) { PyErr_Clear(); goto slow; }
+  PyObject *buf = Py_TYPE(node) == T_Node ? SLOT(node, N_BUFFER) : NULL;
+  if (buf == NULL || Py_TYPE(buf) != T_ndarray || !is_false(SLOT(node, N_GRAD)) || SLOT(node, N_DEVICE) != HOST)
+    goto slow_node;
+  char kind = PyArray_DESCR((PyArrayObject *)buf)->kind;
+  Py_ssize_t n = int_index(key), nd = PyArray_NDIM((PyArrayObject *)buf);
+  if (!(kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f' || kind == 'c')) goto slow_node;
+  if (!(n == 1 ? nd == 1 && !PyTuple_CheckExact(key) : n > 1 && n - 1 == nd)) goto slow_node;
+  PyObject *val = PyObject_GetItem(buf, key);
+  if (val == NULL) { PyErr_Clear(); goto slow_node; }  /* out of range: the general path raises */
+  if (Py_TYPE(val) == T_ndarray) { Py_DECREF(val); goto slow_node; }
+  PyObject *held = T_Held->tp_new(T_Held, EMPTY, NULL);
+  if (held == NULL) { Py_DECREF(val); Py_DECREF(node); return NULL; }
+  PyObject *src = kind == 'f' ? PyWeakref_NewRef(node, NULL) : Py_NewRef(Py_None);
+  Py_DECREF(node);
+  if (src == NULL || PyObject_SetAttr(held, S_VAL, val) < 0 || PyObject_SetAttr(held, S_SRC, src) < 0) {
+    Py_XDECREF(src); Py_DECREF(val); Py_DECREF(held); return NULL;
+  }
+  Py_DECREF(src);
+  Py_DECREF(val);
+  PyObject *out = T_Scalar->tp_new(T_Scalar, EMPTY, NULL);
+  if (out == NULL) { Py_DECREF(held); return NULL; }
+  SLOT(out, A_STORAGE) = held;
+  SLOT(out, A_VIEW) = Py_NewRef(Py_None);
+  SLOT(out, A_VNODE) = Py_NewRef(Py_None);
+  SLOT(out, A_VBASE) = Py_NewRef(Py_None);
+  SLOT(out, A_READONLY) = Py_NewRef(Py_False);
+  return out;
+slow_node:
+  Py_DECREF(node);
+slow:
+  return call(PY_GETITEM, self, args, nargs);
+}
+
+/* a[key] = v: direct._direct_set and direct._writable, for integer keys, unviewed arrays */
+static PyObject *lg_setitem(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  PyObject *node = NULL, *v = NULL, *attr;
+  if (!READY || nargs != 2 || Py_TYPE(self) != T_Array || !is_false(SLOT(self, A_READONLY))
+      || SLOT(self, A_VBASE) != Py_None || SLOT(self, A_VIEW) != Py_None)
+    goto slow;
+  PyObject *key = args[0], *value = args[1], *st = SLOT(self, A_STORAGE);
+  if (PyFloat_CheckExact(value) || PyLong_CheckExact(value) || in_set(DIRECT_VALUES, value)) {
+    v = Py_NewRef(value);
+  } else if (Py_TYPE(value) == T_Scalar) {
+    PyObject *vs = SLOT(value, A_STORAGE);
+    if (vs == NULL || Py_TYPE(vs) != T_Held) goto slow;
+    v = PyObject_GetAttr(vs, S_VAL);
+    if (v == NULL) { PyErr_Clear(); goto slow; }
+  } else {
+    goto slow;
+  }
+  if (!int_index(key) || st == NULL || Py_TYPE(st) != T_Storage) goto slow;
+  /* the storage: no write history, not a parameter, not model state */
+  attr = PyObject_GetAttr(st, S_HIST);
+  if (attr == NULL) { PyErr_Clear(); goto slow; }
+  Py_DECREF(attr);
+  if (attr != Py_None) goto slow;
+  attr = PyObject_GetAttr(st, S_GRAD);
+  if (attr == NULL) { PyErr_Clear(); goto slow; }
+  Py_DECREF(attr);
+  if (attr != Py_False) goto slow;
+  attr = PyObject_GetAttr(st, S_STATIC);
+  if (attr == NULL) { PyErr_Clear(); goto slow; }
+  Py_DECREF(attr);
+  if (attr != Py_False) goto slow;
+  node = PyObject_GetAttr(st, S_NODE);
+  if (node == NULL) { PyErr_Clear(); goto slow; }
+  if (Py_TYPE(node) != T_Node) goto slow;
+  PyObject *users = SLOT(node, N_USERS), *buf = SLOT(node, N_BUFFER);
+  if (users == NULL || !PyLong_CheckExact(users) || PyLong_AsSsize_t(users) != 1 || !is_false(SLOT(node, N_GRAD))
+      || !is_false(SLOT(node, N_STATIC)) || SLOT(node, N_DEVICE) != HOST || buf == NULL || Py_TYPE(buf) != T_ndarray)
+    goto slow;
+  PyArrayObject *a = (PyArrayObject *)buf;
+  /* the node is held by the storage alone (and `node` here), the buffer by the node alone */
+  if (PyArray_BASE(a) != NULL || Py_REFCNT(node) != 2 || Py_REFCNT(buf) != 1) goto slow;
+  if (!(PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE)) goto slow;  /* the Python path makes it writeable */
+  if (PyArray_DESCR(a)->kind != 'c' && in_set(COMPLEX_VALUES, v)) goto slow;  /* it warns at the user's line */
+  if (PyObject_SetItem(buf, key, v) < 0) { PyErr_Clear(); goto slow; }
+  Py_DECREF(node);
+  Py_DECREF(v);
+  Py_RETURN_NONE;
+slow:
+  Py_XDECREF(node);
+  Py_XDECREF(v);
+  return call(PY_SETITEM, self, args, nargs);
+}
+
+/* float(s): Scalar.__float__ of a held element of a real kind */
+static PyObject *lg_float(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  PyObject *st = SLOT(self, A_STORAGE);
+  if (READY && nargs == 0 && st != NULL && Py_TYPE(st) == T_Held) {
+    PyObject *val = PyObject_GetAttr(st, S_VAL);
+    if (val == NULL) { PyErr_Clear(); }
+    else {
+      PyObject *r = in_set(REAL_SCALARS, val) ? PyNumber_Float(val) : NULL;
+      Py_DECREF(val);
+      if (r != NULL) return r;
+      PyErr_Clear();
+    }
+  }
+  return call(PY_FLOAT, self, args, nargs);
+}
+
+/* s op= v: elements.scalar_inplace's held branch with a Python or NumPy scalar */
+static PyObject *iop(int k, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  PyObject *st = SLOT(self, A_STORAGE);
+  if (!READY || nargs != 1 || st == NULL || Py_TYPE(st) != T_Held) return call(PY_IOP[k], self, args, nargs);
+  PyObject *other = args[0];
+  if (!(PyFloat_CheckExact(other) || PyLong_CheckExact(other) || in_set(DIRECT_VALUES, other)))
+    return call(PY_IOP[k], self, args, nargs);
+  PyObject *val = PyObject_GetAttr(st, S_VAL);
+  if (val == NULL) { PyErr_Clear(); return call(PY_IOP[k], self, args, nargs); }
+  PyObject *r;
+  switch (k) {
+    case 0: r = PyNumber_Add(val, other); break;
+    case 1: r = PyNumber_Subtract(val, other); break;
+    case 2: r = PyNumber_Multiply(val, other); break;
+    default: r = PyNumber_TrueDivide(val, other); break;
+  }
+  Py_DECREF(val);
+  if (r == NULL || !in_set(NP_SCALARS, r)) {  /* the recorded path raises it, or records it */
+    if (r == NULL) PyErr_Clear();
+    Py_XDECREF(r);
+    return call(PY_REC[k], self, args, nargs);
+  }
+  /* held by the statement alone (`a[i] += v`): nobody sees the old value go */
+  if (Py_REFCNT(self) == 1 && Py_REFCNT(st) == 1) {
+    int bad = PyObject_SetAttr(st, S_VAL, r);
+    Py_DECREF(r);
+    return bad ? NULL : Py_NewRef(self);
+  }
+  PyObject *src = PyObject_GetAttr(st, S_SRC);
+  if (src == NULL) { Py_DECREF(r); return NULL; }
+  PyObject *stack[2] = {r, src};
+  PyObject *out = PyObject_Vectorcall(PY_HELD_SCALAR, stack, 2, NULL);
+  Py_DECREF(r);
+  Py_DECREF(src);
+  return out;
+}
+
+static PyObject *lg_iadd(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(0, s, a, n); }
+static PyObject *lg_isub(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(1, s, a, n); }
+static PyObject *lg_imul(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(2, s, a, n); }
+static PyObject *lg_itruediv(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(3, s, a, n); }
+
+static PyMethodDef ARRAY_METHODS[] = {
+  {"__getitem__", (PyCFunction)(void (*)(void))lg_getitem, METH_FASTCALL, "a[key] (element loops in C)"},
+  {"__setitem__", (PyCFunction)(void (*)(void))lg_setitem, METH_FASTCALL, "a[key] = v (element loops in C)"},
+  {NULL, NULL, 0, NULL}};
+static PyMethodDef SCALAR_METHODS[] = {
+  {"__float__", (PyCFunction)(void (*)(void))lg_float, METH_FASTCALL, "float(s) (element loops in C)"},
+  {"__iadd__", (PyCFunction)(void (*)(void))lg_iadd, METH_FASTCALL, "s += v (element loops in C)"},
+  {"__isub__", (PyCFunction)(void (*)(void))lg_isub, METH_FASTCALL, "s -= v (element loops in C)"},
+  {"__imul__", (PyCFunction)(void (*)(void))lg_imul, METH_FASTCALL, "s *= v (element loops in C)"},
+  {"__itruediv__", (PyCFunction)(void (*)(void))lg_itruediv, METH_FASTCALL, "s /= v (element loops in C)"},
+  {NULL, NULL, 0, NULL}};
+
+static int offset(PyObject *cls, const char *name, Py_ssize_t *out) {
+  PyObject *d = PyObject_GetAttrString(cls, name);
+  if (d == NULL) return -1;
+  if (Py_TYPE(d) != &PyMemberDescr_Type) {
+    Py_DECREF(d);
+    PyErr_Format(PyExc_TypeError, "%s is not a slot", name);
+    return -1;
+  }
+  *out = ((PyMemberDescrObject *)d)->d_member->offset;
+  Py_DECREF(d);
+  return 0;
+}
+
+static PyObject *get(PyObject *cfg, const char *name) {
+  PyObject *o = PyDict_GetItemString(cfg, name);
+  if (o == NULL) PyErr_Format(PyExc_KeyError, "configure: %s missing", name);
+  return Py_XNewRef(o);
+}
+
+/* configure(cfg: dict) -> (array descriptors: dict, scalar descriptors: dict) */
+static PyObject *lg_configure(PyObject *mod, PyObject *cfg) {
+  if (READY || !PyDict_Check(cfg)) { PyErr_SetString(PyExc_RuntimeError, "configure: once, with a dict"); return NULL; }
+  PyObject **objs[] = {(PyObject **)&T_Array, (PyObject **)&T_Scalar, (PyObject **)&T_Storage, (PyObject **)&T_Held,
+                       (PyObject **)&T_Node, (PyObject **)&T_ndarray, &HOST, &INT_KEYS, &DIRECT_VALUES, &NP_SCALARS,
+                       &REAL_SCALARS, &COMPLEX_VALUES, &PY_GETITEM, &PY_SETITEM, &PY_FLOAT, &PY_HELD_SCALAR,
+                       &PY_IOP[0], &PY_IOP[1], &PY_IOP[2], &PY_IOP[3], &PY_REC[0], &PY_REC[1], &PY_REC[2], &PY_REC[3]};
+  const char *names[] = {"Array", "Scalar", "Storage", "Held", "Node", "ndarray", "HOST", "INT_KEYS", "DIRECT_VALUES",
+                         "NP_SCALARS", "REAL_SCALARS", "COMPLEX_VALUES", "getitem", "setitem", "float", "held_scalar",
+                         "iadd", "isub", "imul", "itruediv", "add", "subtract", "multiply", "divide"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if ((*objs[i] = get(cfg, names[i])) == NULL) return NULL;
+  PyObject *arr = (PyObject *)T_Array, *nod = (PyObject *)T_Node;
+  if (offset(arr, "_storage", &A_STORAGE) || offset(arr, "_view", &A_VIEW) || offset(arr, "_readonly", &A_READONLY)
+      || offset(arr, "_vnode", &A_VNODE) || offset(arr, "_vbase", &A_VBASE) || offset(nod, "buffer", &N_BUFFER)
+      || offset(nod, "users", &N_USERS) || offset(nod, "requires_grad", &N_GRAD) || offset(nod, "static", &N_STATIC)
+      || offset(nod, "device", &N_DEVICE))
+    return NULL;
+  if (!(S_NODE = PyUnicode_InternFromString("node")) || !(S_VAL = PyUnicode_InternFromString("val"))
+      || !(S_SRC = PyUnicode_InternFromString("src")) || !(S_HIST = PyUnicode_InternFromString("hist"))
+      || !(S_GRAD = PyUnicode_InternFromString("requires_grad")) || !(S_STATIC = PyUnicode_InternFromString("static"))
+      || !(EMPTY = PyTuple_New(0)))
+    return NULL;
+  PyObject *ad = PyDict_New(), *sd = PyDict_New();
+  if (ad == NULL || sd == NULL) return NULL;
+  for (PyMethodDef *m = ARRAY_METHODS; m->ml_name; m++) {
+    PyObject *d = PyDescr_NewMethod(T_Array, m);
+    if (d == NULL || PyDict_SetItemString(ad, m->ml_name, d) < 0) return NULL;
+    Py_DECREF(d);
+  }
+  for (PyMethodDef *m = SCALAR_METHODS; m->ml_name; m++) {
+    PyObject *d = PyDescr_NewMethod(T_Scalar, m);
+    if (d == NULL || PyDict_SetItemString(sd, m->ml_name, d) < 0) return NULL;
+    Py_DECREF(d);
+  }
+  READY = 1;
+  return Py_BuildValue("(NN)", ad, sd);
+}
+
+static PyMethodDef FUNCS[] = {{"configure", lg_configure, METH_O, "configure(cfg) -> (Array methods, Scalar methods)"},
+                              {NULL, NULL, 0, NULL}};
+static struct PyModuleDef MOD = {PyModuleDef_HEAD_INIT, "_lazygraph_elements", NULL, -1, FUNCS};
+PyMODINIT_FUNC PyInit__lazygraph_elements(void) { return PyModule_Create(&MOD); }
+"""
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"started": False, "methods": None, "error": None, "on": True}
+
+
+def _import_bytes(data: bytes) -> Any:
+    """Import the extension from a private copy of its verified bytes (never the store's path)."""
+    d = tempfile.mkdtemp(prefix="lazygraph-elements-")
+    try:
+        path = os.path.join(d, MODULE + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        spec = importlib.util.spec_from_file_location(MODULE, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("no loader for the element extension")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        shutil.rmtree(d, ignore_errors=True)  # the mapping stays; nothing is left on disk
+
+
+def _stored(d: Any, key: str) -> bytes | None:
+    """The verified bytes of a built extension (its file name ends with their SHA-256)."""
+    from ops import storage
+
+    for path in sorted(d.glob(f"{key}-*.bin")):
+        try:
+            data = storage.read_entry(path, BINARY_CAP)
+        except storage.BadEntry:
+            data = None
+        if data is not None and hashlib.sha256(data).hexdigest() == path.stem[len(key) + 1 :]:
+            return data
+        storage.discard(path)
+    return None
+
+
+def _compile(cc: str, fl: list[str]) -> bytes:
+    """The shared library's bytes, compiled in a private directory."""
+    with tempfile.TemporaryDirectory(prefix="lazygraph-elements-cc-") as d:
+        src, so = os.path.join(d, "elements.c"), os.path.join(d, "elements.so")
+        with open(src, "w") as f:
+            f.write(SOURCE)
+        r = subprocess.run([cc, *fl, src, "-o", so], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise ImportError(f"element extension: the C compiler failed: {r.stderr.strip()[:2000]}")
+        with open(so, "rb") as f:
+            return f.read()
+
+
+def _binary() -> bytes:
+    """The extension's bytes: from the kernel store, or compiled now and stored."""
+    from jit import compile_c, store
+    from ops import storage
+
+    found = compile_c.find_compiler()
+    inc = sysconfig.get_paths().get("include")
+    if found is None or not inc or not os.path.isfile(os.path.join(inc, "Python.h")):
+        raise ImportError("no C compiler" if found is None else "no Python.h")
+    cc, ident = found
+    fl = ["-O2", "-fPIC", "-shared", f"-I{inc}", f"-I{np.get_include()}"]
+    who = f"{ident} python {sys.version} {sysconfig.get_config_var('EXT_SUFFIX')} numpy {np.__version__}"
+    key = store.make_key(SOURCE, who, fl, "any")
+    d = storage.open_dir(storage.cache_root(), storage.KERNELS, STORE_DIR)
+    data = None if d is None else _stored(d, key)
+    if data is None:
+        data = _compile(cc, fl)
+        if d is not None:
+            storage.write_entry(d / f"{key}-{hashlib.sha256(data).hexdigest()}.bin", data)
+    return data
+
+
+def _config() -> dict[str, Any]:
+    """What the extension reads once: the classes, the type sets, and the Python paths it defers to."""
+    from lazygraph import direct, elements
+    from lazygraph.array import Array, Scalar, Storage
+    from lazygraph.recorders import binary_recorder
+    from ops.node import HOST, Node
+
+    cfg: dict[str, Any] = {
+        "Array": Array,
+        "Scalar": Scalar,
+        "Storage": Storage,
+        "Held": direct._Held,
+        "Node": Node,
+        "ndarray": np.ndarray,
+        "HOST": HOST,
+        "INT_KEYS": frozenset(direct._INT_KEYS),
+        "DIRECT_VALUES": frozenset(direct._DIRECT_VALUES),
+        "NP_SCALARS": frozenset(direct._NP_SCALARS),
+        # float(s) of these equals float(s.item()) (elements._held's conversion)
+        "REAL_SCALARS": frozenset(np.dtype(c).type for c in "?bhilqBHILQefd"),
+        "COMPLEX_VALUES": frozenset(direct._COMPLEX_VALUES),
+        "getitem": elements.__getitem__,
+        "setitem": elements.__setitem__,
+        "float": elements.__float__,
+        "held_scalar": direct._held_scalar,
+    }
+    for op, dunder in zip(IOPS, ("iadd", "isub", "imul", "itruediv"), strict=True):
+        cfg[dunder] = elements.scalar_inplace(op)
+        cfg[op] = binary_recorder(op)
+    return cfg
+
+
+#: the operators whose `s op= v` the extension runs (their NumPy scalar arithmetic is PyNumber_*)
+IOPS = ("add", "subtract", "multiply", "divide")
+
+
+def _load() -> None:
+    try:
+        mod = _import_bytes(_binary())
+        methods = mod.configure(_config())
+    except Exception as e:  # no compiler, no headers, a failed build: the Python paths stay
+        _state["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return
+    with _lock:
+        _state["methods"] = methods
+        if _state["on"]:
+            _install(methods)
+
+
+def _install(methods: tuple[dict, dict]) -> None:
+    from lazygraph.array import Array, Scalar
+
+    for cls, table in zip((Array, Scalar), methods, strict=True):
+        for name, fn in table.items():
+            setattr(cls, name, fn)
+
+
+def _python_methods() -> None:
+    """Put the Python paths back on the classes."""
+    from lazygraph import elements
+    from lazygraph.array import Array, Scalar
+
+    Array.__getitem__ = elements.__getitem__
+    Array.__setitem__ = elements.__setitem__
+    Scalar.__float__ = elements.__float__
+    for op, dunder in zip(IOPS, ("iadd", "isub", "imul", "itruediv"), strict=True):
+        setattr(Scalar, f"__{dunder}__", elements.scalar_inplace(op))
+
+
+def want() -> None:
+    """Start building the extension in the background (the direct paths call this at their first use)."""
+    if _state["started"]:
+        return
+    with _lock:
+        if _state["started"]:
+            return
+        _state["started"] = True
+        if os.environ.get("LAZYGRAPH_ELEMENT_EXT", "1") == "0":
+            _state["error"] = "LAZYGRAPH_ELEMENT_EXT=0"
+            return
+        threading.Thread(target=_load, name="lazygraph-element-ext", daemon=True).start()
+
+
+def prepare(timeout: float = 120.0) -> bool:
+    """Build (or load) and install the extension now; True when it is installed (tests, benchmarks)."""
+    want()
+    for t in threading.enumerate():
+        if t.name == "lazygraph-element-ext":
+            t.join(timeout)
+    return _state["methods"] is not None and _state["on"]
+
+
+def use_extension(on: bool) -> None:
+    """Run element operations through the extension (True, once built) or the Python paths."""
+    with _lock:
+        _state["on"] = on
+        if on and _state["methods"] is not None:
+            _install(_state["methods"])
+        elif not on:
+            _python_methods()
+
+
+def status() -> str:
+    """'extension', 'python (<why>)' or 'not built yet' (for docs, benchmarks and tests)."""
+    if _state["methods"] is not None:
+        return "extension" if _state["on"] else "python (use_extension(False))"
+    if _state["error"] is not None:
+        return f"python ({_state['error']})"
+    return "not built yet"
