@@ -385,7 +385,7 @@ def _binary() -> bytes:
 
 def _config() -> dict[str, Any]:
     """What the extension reads once: the classes, the type sets, and the Python paths it defers to."""
-    from lazygraph import direct, elements
+    from lazygraph import direct
     from lazygraph.array import Array, Scalar, Storage
     from lazygraph.recorders import binary_recorder
     from ops.node import HOST, Node
@@ -404,13 +404,10 @@ def _config() -> dict[str, Any]:
         # float(s) of these equals float(s.item()) (elements._held's conversion)
         "REAL_SCALARS": frozenset(np.dtype(c).type for c in "?bhilqBHILQefd"),
         "COMPLEX_VALUES": frozenset(direct._COMPLEX_VALUES),
-        "getitem": elements.__getitem__,
-        "setitem": elements.__setitem__,
-        "float": elements.__float__,
         "held_scalar": direct._held_scalar,
+        **PYTHON,
     }
-    for op, dunder in zip(IOPS, ("iadd", "isub", "imul", "itruediv"), strict=True):
-        cfg[dunder] = elements.scalar_inplace(op)
+    for op in IOPS:
         cfg[op] = binary_recorder(op)
     return cfg
 
@@ -442,14 +439,23 @@ def _install(methods: tuple[dict, dict]) -> None:
 
 def _python_methods() -> None:
     """Put the Python paths back on the classes."""
-    from lazygraph import elements
     from lazygraph.array import Array, Scalar
 
-    Array.__getitem__ = elements.__getitem__
-    Array.__setitem__ = elements.__setitem__
-    Scalar.__float__ = elements.__float__
-    for op, dunder in zip(IOPS, ("iadd", "isub", "imul", "itruediv"), strict=True):
-        setattr(Scalar, f"__{dunder}__", elements.scalar_inplace(op))
+    Array.__getitem__ = PYTHON["getitem"]
+    Array.__setitem__ = PYTHON["setitem"]
+    Scalar.__float__ = PYTHON["float"]
+    for dunder in ("iadd", "isub", "imul", "itruediv"):
+        setattr(Scalar, f"__{dunder}__", PYTHON[dunder])
+
+
+#: the Python paths the extension defers to (lazygraph/elements.py registers them, as it sits
+#: above this module): getitem, setitem, float, and iadd/isub/imul/itruediv (`scalar_inplace`)
+PYTHON: dict[str, Any] = {}
+
+
+def register(methods: dict[str, Any]) -> None:
+    """Record the Python paths (lazygraph/elements.py calls this once its methods exist)."""
+    PYTHON.update(methods)
 
 
 def want() -> None:

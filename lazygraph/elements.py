@@ -379,6 +379,14 @@ def item(self, *args: Any) -> Any:
     return Array.item(self, *args) if v is None else v
 
 
+element_ext.register(
+    {
+        "getitem": __getitem__,
+        "setitem": __setitem__,
+        "float": __float__,
+        **{d: scalar_inplace(op) for d, op in zip(("iadd", "isub", "imul", "itruediv"), element_ext.IOPS)},
+    }
+)
 for _name, _fn in {"_inplace": _inplace, "__setitem__": __setitem__, "__getitem__": __getitem__}.items():
     setattr(Array, _name, _fn)
 for _name, _fn in {
