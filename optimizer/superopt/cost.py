@@ -47,7 +47,7 @@ from ops.fileio import atomic_write
 from ops.settings import SETTINGS
 from optimizer.superopt.apply import SGraph, SNode, frozen
 
-VERSION = 4  # part of the machine tag: times measured by older versions are not reused
+VERSION = 5  # part of the machine tag: times measured by older versions are not reused
 #: lazygraph's plan loop per step (slot reads, frees, the kernel's call), beyond the NumPy call:
 #: (run time - sum of per-step kernel times) / steps measured 4-6 us on NasRNN's and BERT's
 #: plans here (bench_superopt.py prints it per model); the optimizer cannot build plans to
@@ -87,6 +87,9 @@ class CostModel:
         # built-in model prices them as GEMMs, which the tests' expectations assume)
         self.conv_flops = self.flops
         self.group_flops = self.flops
+        # depthwise ones (one channel per group) are memory-bound gathers with tiny GEMMs:
+        # 0.3-0.6 GFLOP/s here where 32 groups of 4 channels run at 8-14
+        self.depth_flops = self.flops
         self.pool_scale = 1.0  # pools are priced as memory passes: this many times slower
         self.times: dict[str, float] = {}
         self._memo: dict[SNode, float] = {}  # per node object: nodes are immutable, shapes fixed
@@ -118,6 +121,7 @@ class CostModel:
                 self.conv_flops = float(calib.get("conv", self.flops))
                 self.pool_scale = float(calib.get("pool", 1.0))
                 self.group_flops = float(calib.get("group", self.flops))
+                self.depth_flops = float(calib.get("depth", self.group_flops))
                 self.calibrated = True
             self.times = times
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
@@ -134,6 +138,7 @@ class CostModel:
             "conv": self.conv_flops,
             "pool": self.pool_scale,
             "group": self.group_flops,
+            "depth": self.depth_flops,
         }
         data = {"tag": machine_tag(), "times": self.times, "calib": calib if self.calibrated else None}
         path = self._file()
@@ -164,8 +169,10 @@ class CostModel:
 
     def _calibrate_windows(self, rng: np.random.Generator) -> None:
         """Convolution and pooling rates of lazygraph's own kernels (measured on this 2-core
-        machine: 30-60 GFLOP/s for a 3x3 convolution where GEMMs reach 100, 2 for a grouped
-        one, and a 3x3 average pool about 40 times slower than its memory passes)."""
+        machine: 40-60 GFLOP/s for a 3x3 convolution where GEMMs reach 100, 8-14 for a grouped
+        one, 2.7-3.5 for a depthwise one, and a 3x3 average pool 39-46 times slower than its
+        memory passes through the window reduction, about 2 times through ops/window.py's
+        `avg_pool2d_forward`): pool-as-conv pays only against the slow pool."""
         conv, pool = REGISTRY["conv2d"], REGISTRY["avg_pool2d"]
         win = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1)}
         x = rng.standard_normal((1, 32, 28, 28), dtype=np.float32)
@@ -177,6 +184,12 @@ class CostModel:
         attrs = {**win, "groups": 32}
         gflops = conv.cost((1, 128, 14, 14), [xg.shape, wg.shape], attrs)[0]
         self.group_flops = gflops / _best(lambda: conv.kernel(xg, wg, **attrs))
+        # depthwise at NASNet-A's cell size; pool-as-conv trades an average pool for one
+        xd = rng.standard_normal((1, 64, 16, 16), dtype=np.float32)
+        wd = rng.standard_normal((64, 1, 3, 3), dtype=np.float32)
+        dattrs = {**win, "groups": 64}
+        dflops = conv.cost(xd.shape, [xd.shape, wd.shape], dattrs)[0]
+        self.depth_flops = dflops / _best(lambda: conv.kernel(xd, wd, **dattrs))
         pattrs = {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1), "count_include_pad": True}
         extra = pool.cost((1, 32, 28, 28), [x.shape], pattrs)[1]
         moved = x.nbytes * (2 + extra)  # as _analytic counts it: input, output, extra passes
@@ -241,7 +254,10 @@ class CostModel:
             flops, extra = opdef.cost(n.shape, [c.shape for c in ins], n.attrs)
             moved += out * extra
         if n.op == "conv2d":
-            rate = self.conv_flops if int(n.attrs.get("groups", 1)) == 1 else self.group_flops
+            groups = int(n.attrs.get("groups", 1))
+            rate = self.conv_flops if groups == 1 else self.group_flops
+            if groups > 1 and len(ins[0].shape) == 4 and groups == ins[0].shape[1]:
+                rate = self.depth_flops
             return self.overhead + flops / rate + moved / self.bandwidth
         if n.op in ("avg_pool2d", "max_pool2d"):
             moved *= self.pool_scale
