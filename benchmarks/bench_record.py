@@ -49,6 +49,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 import lazygraph as lg  # noqa: E402
+from lazygraph import element_ext  # noqa: E402
 
 # -- timing ---------------------------------------------------------------------------------
 
@@ -444,6 +445,9 @@ def bench_small_chain(repeats: int, min_time: float) -> dict[str, float | None]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer ops and repeats (well under a minute)")
+    parser.add_argument(
+        "--python-elements", action="store_true", help="(d) without the element extension (its Python paths)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         n_ops, repeats, min_time = 500, 7, 0.01
@@ -478,7 +482,15 @@ def main(argv: list[str] | None = None) -> int:
     print(" ".join(f"{c:>12}" for c in cols))
     print(" ".join(f"{small[c]:>12.1f}" if small[c] is not None else f"{'':>12}" for c in cols))
 
-    print("\n(d) loops of small in-place writes, recorded and evaluated (µs per write; ratio = paired)")
+    # the element extension is built in the background at the first element access; built
+    # (or loaded) here first so that every loop below times the same path
+    ext = element_ext.status() if args.python_elements else (element_ext.prepare() and element_ext.status())
+    if args.python_elements:
+        element_ext.use_extension(False)
+    print(
+        f"\n(d) loops of small in-place writes, recorded and evaluated (µs per write; ratio = paired); "
+        f"element paths: {ext or element_ext.status()}"
+    )
     header = f"{'case':<40} {'numpy µs':>9} {'lazygraph µs':>13} {'ratio':>8}"
     print(header)
     print("-" * len(header))

@@ -1,0 +1,192 @@
+"""The element extension (lazygraph/element_ext.py) changes speed only, never results.
+
+Every test of tests/test_direct_writes.py (differential against NumPy over dtypes x in-place
+operators x values, views sharing the buffer, pending readers of the old value, errors at the
+user's line, autograd and model state, random programs) runs here twice, once with the C
+methods installed and once with the Python paths, deterministically (the suite's own run may
+see the extension installed part way, when its background build finishes). The tests below
+them check what only the extension does: which methods are installed, when it mutates a held
+scalar, and its fallbacks.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import sysconfig
+import warnings
+
+import numpy as np
+import pytest
+import test_direct_writes as tdw
+from test_direct_writes import *  # noqa: F403  (their tests run here in both modes)
+
+import lazygraph as lg
+from jit import compile_c
+from lazygraph import element_ext
+from lazygraph.array import Array, Scalar
+from lazygraph.direct import _Held
+
+_inc = sysconfig.get_paths().get("include")
+#: where a compiler and Python's headers exist, the extension must build
+BUILDABLE = (
+    compile_c.find_compiler() is not None and bool(_inc) and os.path.isfile(os.path.join(_inc, "Python.h"))
+)
+MODES = ["python", "extension"] if BUILDABLE else ["python"]
+
+
+@pytest.fixture(autouse=True, params=MODES)
+def mode(request):
+    if request.param == "extension":
+        assert element_ext.prepare(), element_ext.status()
+        element_ext.use_extension(True)
+        assert element_ext.status() == "extension"
+    else:
+        element_ext.use_extension(False)
+    yield request.param
+    element_ext.use_extension(True)
+
+
+def _evaluated(values):
+    a = lg.asarray(np.asarray(values))
+    a.numpy()
+    return a
+
+
+def test_methods_are_the_extensions_or_pythons(mode):
+    ext = mode == "extension"
+    for cls, name in (
+        (Array, "__getitem__"),
+        (Array, "__setitem__"),
+        (Scalar, "__float__"),
+        (Scalar, "__iadd__"),
+    ):
+        kind = type(cls.__dict__[name]).__name__
+        assert (kind == "method_descriptor") == ext, (cls, name, kind)
+    a = _evaluated(np.arange(5.0))
+    s = a[-2]
+    assert type(s) is Scalar and type(s._storage) is _Held
+    assert type(s._storage.val) is np.float64 and s._storage.val == 3.0
+
+
+IOPS = {"+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv}
+DTYPES = [
+    "bool",
+    "int8",
+    "uint8",
+    "int64",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
+VALUES = [3, -2, 1.5, True, np.float32(0.25), np.int8(5), np.uint64(7), 2 + 1j, np.complex64(1j), 10**30]
+
+
+def _loop(xp, dtype, iop, v):
+    """Reads, `op=`, writes and float() over every index (negative ones too); result or error type."""
+    a = np.array([5, 1, 0, 3, 2, 7]).astype(dtype)
+    if xp is lg:
+        a = _evaluated(a)
+    got = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in (0, -1, 2, -3):  # distinct elements (see the report on overflowing held scalars)
+                a[i] = iop(a[i], v)
+                if np.dtype(dtype).kind != "c":
+                    got.append(float(a[i]))
+            a[1] = v
+    except Exception as e:  # noqa: BLE001 (the error type is compared)
+        return type(e), got
+    return (np.asarray(a).copy() if xp is lg else a), got
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_element_loops_match_numpy(dtype):
+    for name, iop in IOPS.items():
+        for v in VALUES:
+            want, want_f = _loop(np, dtype, iop, v)
+            got, got_f = _loop(lg, dtype, iop, v)
+            if isinstance(want, type):
+                assert isinstance(got, type) and issubclass(got, Exception), (dtype, name, v, got)
+                continue
+            assert not isinstance(got, type), (dtype, name, v, got)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"{dtype} {name} {v!r}")
+            assert got_f == want_f or np.allclose(got_f, want_f, equal_nan=True)
+
+
+def test_a_held_scalar_changes_only_when_the_statement_alone_holds_it():
+    a = _evaluated(np.arange(4.0))
+    a[1] += 1.0  # the statement's scalar, updated in place
+    s = a[2]
+    t = s
+    t += 10.0  # t is a new scalar: s keeps 2.0
+    assert float(s) == 2.0 and float(t) == 12.0
+    u = a[3]
+    u *= 2.0  # u alone holds it, but rebinding must not change what a holds
+    assert float(a[3]) == 3.0 and float(u) == 6.0
+    kept = [a[0]]
+    x = kept[0]
+    x -= 1.0
+    assert float(kept[0]) == 0.0 and float(x) == -1.0
+    np.testing.assert_array_equal(a.numpy(), [0.0, 2.0, 2.0, 3.0])
+
+
+def test_pending_readers_and_views_see_numpys_values():
+    a = _evaluated(np.arange(6.0))
+    b = a * 1  # pending: reads the value before the writes
+    v = a[2:5]  # a view shares the buffer
+    a[3] = 30.0
+    a[-1] += 0.5
+    np.testing.assert_array_equal(b.numpy(), np.arange(6.0))
+    np.testing.assert_array_equal(v.numpy(), [2.0, 30.0, 4.0])
+    held = a.numpy()  # a result the user holds keeps its value
+    a[0] = -1.0
+    assert held[0] == 0.0 and float(a[0]) == -1.0
+    m = _evaluated(np.arange(12).reshape(3, 4))
+    row = m[1]  # an unread view of the buffer
+    m[1, 2] = 100
+    m[-1, -1] += 5
+    np.testing.assert_array_equal(row.numpy(), [4, 5, 100, 7])
+    assert int(m[2, 3]) == 16 and m[0, np.int64(1)].item() == 1
+
+
+def test_errors_come_from_the_general_path():
+    a = _evaluated(np.arange(3.0))
+    with pytest.raises(IndexError):
+        a[3]
+    with pytest.raises(IndexError):
+        a[-4] = 1.0
+    with pytest.raises((TypeError, ValueError)):
+        a[0] = "x"
+    u = _evaluated(np.arange(3, dtype=np.uint8))
+    with pytest.raises(OverflowError):
+        u[0] = 300
+    with pytest.raises(TypeError):
+        a[1] = 1 + 2j  # NumPy refuses a Python complex into a float array
+    with pytest.warns(np.exceptions.ComplexWarning):
+        a[2] = np.complex128(2 + 5j)  # and warns about a NumPy one (the recorded write warns)
+    np.testing.assert_array_equal(a.numpy(), [0.0, 1.0, 2.0])
+    with pytest.raises(TypeError):
+        Array.__getitem__(a)  # a wrong call takes the Python method's error
+    ro = lg.broadcast_to(lg.asarray(np.arange(3.0)), (2, 3))
+    with pytest.raises(ValueError, match="read-only"):
+        ro[0, 0] = 1.0
+
+
+def test_autograd_writes_stay_recorded():
+    w = lg.asarray(np.arange(3.0), requires_grad=True)
+    y = w * 1.0
+    y[0] = 5.0  # recorded: the gradient through element 0 is cut
+    y[1] += 2.0
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [0.0, 6.0, 4.0])
+    np.testing.assert_array_equal(y.numpy(), [5.0, 3.0, 2.0])
+
+
+def test_reused_names_stay_imported():
+    assert tdw.DTYPES  # the module whose tests run here in both modes
