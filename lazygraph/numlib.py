@@ -61,6 +61,7 @@ from lazygraph.creation import arange, zeros
 from lazygraph.numlib_math import *  # noqa: F403
 from lazygraph.numlib_math import __all__ as _math_all
 from lazygraph.numlib_math import _conj
+from lazygraph.numlib_roll import roll_fast
 from lazygraph.numlib_signal import *  # noqa: F403
 from lazygraph.numlib_signal import __all__ as _signal_all
 from lazygraph.shape import (
@@ -112,7 +113,11 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Array:
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), a.shape)
     if type(shift) is int and type(axis) is int:  # the common case, without broadcasting
-        total = {normalize_axis("roll", axis, a.ndim): shift}
+        ax = normalize_axis("roll", axis, a.ndim)
+        out = roll_fast(a, shift, ax)  # a window of a wrap-padded copy (numlib_roll.py)
+        if out is not None:
+            return out
+        total = {ax: shift}
     else:
         total = _roll_shifts(a, shift, axis)
     out = a
