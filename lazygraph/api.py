@@ -237,7 +237,7 @@ def apply(op: Any, *operands: Any, **attrs: Any) -> Array:
 
 def matmul(a: Any, b: Any) -> Array:
     """Matrix product with broadcast batch dimensions (`@`)."""
-    return record("matmul", a, b)
+    return binary_recorder("matmul")(a, b)  # the lean recorder `@` uses (memoized per signature)
 
 
 def einsum(subscripts: str, *operands: Any) -> Array:

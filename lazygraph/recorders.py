@@ -160,7 +160,9 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
         return f
     opdef = REGISTRY[op]
     cache = opdef.sig_cache
-    if cache is None or opdef.arity != 2:
+    if op in _SIG_RECORDED:
+        cache = _SIG_RECORDED[op]
+    elif cache is None or opdef.arity != 2:
 
         def f(x: Any, y: Any) -> Array:
             return record(op, x, y)
@@ -236,6 +238,13 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
     f.__name__ = f.__qualname__ = op
     _BINARY[op] = f
     return f
+
+
+#: binary operators, not elementwise, whose recording (shape, dtype, attributes: none) depends
+#: on the operands' dtypes and shapes alone, with their memos: `a @ b` takes the lean path as
+#: `a + b` does (ops/linalg.py MatMul.infer costs about 5 µs: np.broadcast_shapes of the batch
+#: dimensions, dtype_by_example); Python scalar operands fail in `record` and are never memoized
+_SIG_RECORDED: dict[str, dict] = {"matmul": {}}
 
 
 def unary_recorder(op: str) -> Callable[[Any], Array]:
