@@ -28,7 +28,7 @@ the value guards of the input's leaves in those classes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,6 +148,18 @@ class EMatcher:
         #: operators the target adds beyond those the source matches (instantiation order)
         self.growth = m.dst.n_ops() - m.src.n_ops()
         self.heads = [(self.src.nodes[r[0]].op, self.src.nodes[r[0]].params, r[1]) for r in self.src.outputs]
+        #: every (operator, parameters, output) the source reads: a rule one of them is absent
+        #: from cannot match (checked against the index first: most of the library's 865 rules
+        #: on a model that has none of their operators, such as convolutions in NasRNN)
+        self.needs: frozenset = frozenset()
+        refs, needs = list(self.src.outputs), set()
+        while refs:
+            i, out = refs.pop()
+            t = self.src.nodes[i]
+            if t.op != "var" and (t.op, t.params, out) not in needs:
+                needs.add((t.op, t.params, out))
+                refs.extend(t.args)
+        self.needs = frozenset(needs)
 
     # -- matching ------------------------------------------------------------------------------
 
@@ -177,9 +189,36 @@ class EMatcher:
                         break
                 yield from envs
 
+    def possible(self, ix: Index) -> bool:
+        """Whether every operator the source reads is in the e-graph (else no match)."""
+        return all(k in ix.by_head for k in self.needs)
+
+    def exists(self, eg: EGraph, fresh: Callable[[Match], bool], tries: int = 32) -> bool:
+        """Whether the rule has a match that `fresh` accepts (conditions and types checked)
+        among its first `tries` candidates: what MCTS's pruning asks of every rule at every
+        step. A one-output rule stops at the first such match instead of gathering matches
+        and joining them."""
+        ix = index_of(eg)
+        if not self.possible(ix):
+            return False
+        if len(self.src.outputs) > 1:
+            return any(fresh(m) for m in self.matches(eg, limit=tries))
+        view, ref = _ClassNodes(eg), self.src.outputs[0]
+        key = f"#{ref[0]}:{ref[1]}"
+        for c in ix.by_head.get(self.heads[0], ()):
+            for e, g in self._match(ix, ref, c, {}, frozenset()):
+                if self.term.typed(view, e) and fresh(Match(e, (e[key],), g)):
+                    return True
+                tries -= 1
+                if tries <= 0:
+                    return False
+        return False
+
     def matches(self, eg: EGraph, limit: int = 200) -> list[Match]:
         """Matches of the whole source (every output), at most `limit`, each output in its own class."""
         ix = index_of(eg)
+        if not self.possible(ix):
+            return []
         per: list[list[tuple[dict, frozenset]]] = []
         for ref, head in zip(self.src.outputs, self.heads):
             got = []

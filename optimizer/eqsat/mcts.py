@@ -146,7 +146,7 @@ class MCTS:
         ks = range(len(self.sat.rules)) if among is None else among
         for k in ks:
             rule = self.sat.rules[k]
-            if rule.name in self.sat.ematchers and self.sat.ematch_matches(eg, rule, limit=1):
+            if rule.name in self.sat.ematchers and self.sat.ematch_exists(eg, rule):
                 out.add(k)
         for g, _ in self.structural_graphs(eg):
             ctx = Context(g, g.topo() or [])

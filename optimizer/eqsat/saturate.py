@@ -90,6 +90,11 @@ class Saturation:
                 out.append(m)
         return out
 
+    def ematch_exists(self, eg: EGraph, rule: Rule) -> bool:
+        """Whether the rule has an e-match on eg not yet instantiated there (MCTS's pruning)."""
+        em = self.ematchers.get(rule.name)
+        return em is not None and em.exists(eg, lambda m: _done_key(eg, rule.name, m) not in eg.done)
+
     def instantiate(
         self, eg: EGraph, rule: Rule, ms: Sequence[Match], deadline: float, limit: int | None = None
     ) -> int:

@@ -79,12 +79,27 @@ class RewriteError(ValueError):
     """A target that does not type-check here: the rewrite is not applicable."""
 
 
+#: view_of_slice's answers: `hashcons` asks again for every view of a slice in every
+#: rewritten graph (BERT's MCTS: 366 asks, 0.17 s of a 0.7 s search, nearly all repeats)
+_COMPOSED: dict[tuple, View | None] = {}
+
+
 def view_of_slice(view: View, piece: tuple[int, ...], whole: tuple[int, ...], cut: dict) -> View | None:
     """A view of a slice as one view of the sliced array, when that is a strided view (else None).
 
     Views index their input as a C-contiguous buffer, so a view of a slice would copy the
     slice first; composed, it reads the whole array in place.
     """
+    key = (view, tuple(piece), tuple(whole), cut["axis"], cut["start"])
+    got = _COMPOSED.get(key, key)
+    if got is key:
+        if len(_COMPOSED) > 4096:
+            _COMPOSED.clear()
+        got = _COMPOSED[key] = _compose(view, piece, whole, cut)
+    return got
+
+
+def _compose(view: View, piece: tuple[int, ...], whole: tuple[int, ...], cut: dict) -> View | None:
     size = math.prod(view.shape)
     if size == 0 or size > 1 << 22 or not view.shape:
         return None
