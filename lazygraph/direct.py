@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import prod
 from sys import getrefcount
 from typing import Any
 from weakref import ref
@@ -273,9 +274,12 @@ def _direct_inplace(arr: Array, op: str, other: Any) -> bool:
     """
     if arr._vbase is not None:
         return False  # the view was read: its node may be held by a pending reader
-    opdef = REGISTRY[op]
-    if opdef not in writes.FUSABLE or opdef in _FALLIBLE:
-        return False
+    fn = _INPLACE_FNS.get(op)
+    if fn is None:
+        opdef = REGISTRY[op]
+        if opdef not in writes.FUSABLE or opdef in _FALLIBLE:
+            return False
+        fn = _INPLACE_FNS[op] = opdef.fn
     t = type(other)
     if t is Array:
         o = other._storage.node if other._view is None else other.node
@@ -290,18 +294,26 @@ def _direct_inplace(arr: Array, op: str, other: Any) -> bool:
     if buf is None:
         return False
     view = arr._view
-    if view.size > DIRECT_REGION_MAX or not buf.flags.c_contiguous:
+    if prod(view.shape) > DIRECT_REGION_MAX:
+        return False
+    flags = buf.flags  # (one flags object: each `buf.flags` makes a new one)
+    if not flags.c_contiguous:
         return False  # (a region of another layout would be materialized as a copy)
-    if not buf.flags.writeable:
+    if not flags.writeable:
         buf.setflags(write=True)  # evaluated values are read-only; `_value` hands it out so again
     region = materialize(buf, view, writeable=True)
     try:
-        opdef.fn(region, o, out=region)
+        fn(region, o, out=region)
     except FloatingPointError:
         raise  # np.errstate asked for it: NumPy's `region op= o` raises too
     except Exception:  # a cast or shape NumPy refuses: nothing was written, the recorded path raises
         return False
     return True
+
+
+#: the ufunc of each operator `_direct_inplace` runs (plain binary ufuncs that cannot fail on
+#: data: found once per operator, as REGISTRY, FUSABLE and _FALLIBLE cost three lookups a call)
+_INPLACE_FNS: dict[str, Any] = {}
 
 
 def _int_slice(k: slice) -> bool:

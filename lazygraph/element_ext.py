@@ -124,9 +124,51 @@ slow:
   return call(PY_GETITEM, self, args, nargs);
 }
 
+/* direct._writable's proof for storage `st`: a new reference to its node when the node's buffer
+   is an ndarray that nothing else can read (no write history, not a parameter or model state,
+   on the host, owning its memory, the node held by the storage alone and the buffer by the
+   node alone); else NULL, no error set */
+static PyObject *dead_buffer(PyObject *st) {
+  PyObject *attr, *node;
+  if (st == NULL || Py_TYPE(st) != T_Storage) return NULL;
+  attr = PyObject_GetAttr(st, S_HIST);
+  if (attr == NULL) { PyErr_Clear(); return NULL; }
+  Py_DECREF(attr);
+  if (attr != Py_None) return NULL;
+  attr = PyObject_GetAttr(st, S_GRAD);
+  if (attr == NULL) { PyErr_Clear(); return NULL; }
+  Py_DECREF(attr);
+  if (attr != Py_False) return NULL;
+  attr = PyObject_GetAttr(st, S_STATIC);
+  if (attr == NULL) { PyErr_Clear(); return NULL; }
+  Py_DECREF(attr);
+  if (attr != Py_False) return NULL;
+  node = PyObject_GetAttr(st, S_NODE);
+  if (node == NULL) { PyErr_Clear(); return NULL; }
+  if (Py_TYPE(node) != T_Node) { Py_DECREF(node); return NULL; }
+  PyObject *users = SLOT(node, N_USERS), *buf = SLOT(node, N_BUFFER);
+  if (users == NULL || !PyLong_CheckExact(users) || PyLong_AsSsize_t(users) != 1 || !is_false(SLOT(node, N_GRAD))
+      || !is_false(SLOT(node, N_STATIC)) || SLOT(node, N_DEVICE) != HOST || buf == NULL || Py_TYPE(buf) != T_ndarray
+      || PyArray_BASE((PyArrayObject *)buf) != NULL || Py_REFCNT(node) != 2 || Py_REFCNT(buf) != 1) {
+    Py_DECREF(node);
+    return NULL;
+  }
+  return node;
+}
+
+/* direct._writable(arr): the buffer of an evaluated host array nothing else can read, or None */
+static PyObject *lg_writable(PyObject *mod, PyObject *arr) {
+  if (!READY || !PyObject_TypeCheck(arr, T_Array)) Py_RETURN_NONE;
+  PyObject *node = dead_buffer(SLOT(arr, A_STORAGE));
+  if (node == NULL) Py_RETURN_NONE;
+  PyObject *buf = Py_NewRef(SLOT(node, N_BUFFER));
+  Py_DECREF(node);
+  return buf;
+}
+
 /* a[key] = v: direct._direct_set and direct._writable, for integer keys, unviewed arrays */
 static PyObject *lg_setitem(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  PyObject *node = NULL, *v = NULL, *attr;
+  PyObject *node = NULL, *v = NULL;
   if (!READY || nargs != 2 || Py_TYPE(self) != T_Array || !is_false(SLOT(self, A_READONLY))
       || SLOT(self, A_VBASE) != Py_None || SLOT(self, A_VIEW) != Py_None)
     goto slow;
@@ -141,30 +183,11 @@ static PyObject *lg_setitem(PyObject *self, PyObject *const *args, Py_ssize_t na
   } else {
     goto slow;
   }
-  if (!int_index(key) || st == NULL || Py_TYPE(st) != T_Storage) goto slow;
-  /* the storage: no write history, not a parameter, not model state */
-  attr = PyObject_GetAttr(st, S_HIST);
-  if (attr == NULL) { PyErr_Clear(); goto slow; }
-  Py_DECREF(attr);
-  if (attr != Py_None) goto slow;
-  attr = PyObject_GetAttr(st, S_GRAD);
-  if (attr == NULL) { PyErr_Clear(); goto slow; }
-  Py_DECREF(attr);
-  if (attr != Py_False) goto slow;
-  attr = PyObject_GetAttr(st, S_STATIC);
-  if (attr == NULL) { PyErr_Clear(); goto slow; }
-  Py_DECREF(attr);
-  if (attr != Py_False) goto slow;
-  node = PyObject_GetAttr(st, S_NODE);
-  if (node == NULL) { PyErr_Clear(); goto slow; }
-  if (Py_TYPE(node) != T_Node) goto slow;
-  PyObject *users = SLOT(node, N_USERS), *buf = SLOT(node, N_BUFFER);
-  if (users == NULL || !PyLong_CheckExact(users) || PyLong_AsSsize_t(users) != 1 || !is_false(SLOT(node, N_GRAD))
-      || !is_false(SLOT(node, N_STATIC)) || SLOT(node, N_DEVICE) != HOST || buf == NULL || Py_TYPE(buf) != T_ndarray)
-    goto slow;
+  if (!int_index(key)) goto slow;
+  node = dead_buffer(st);
+  if (node == NULL) goto slow;
+  PyObject *buf = SLOT(node, N_BUFFER);
   PyArrayObject *a = (PyArrayObject *)buf;
-  /* the node is held by the storage alone (and `node` here), the buffer by the node alone */
-  if (PyArray_BASE(a) != NULL || Py_REFCNT(node) != 2 || Py_REFCNT(buf) != 1) goto slow;
   if (!(PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE)) goto slow;  /* the Python path makes it writeable */
   if (PyArray_DESCR(a)->kind != 'c' && in_set(COMPLEX_VALUES, v)) goto slow;  /* it warns at the user's line */
   if (PyObject_SetItem(buf, key, v) < 0) { PyErr_Clear(); goto slow; }
@@ -306,6 +329,7 @@ static PyObject *lg_configure(PyObject *mod, PyObject *cfg) {
 }
 
 static PyMethodDef FUNCS[] = {{"configure", lg_configure, METH_O, "configure(cfg) -> (Array methods, Scalar methods)"},
+                              {"writable", lg_writable, METH_O, "direct._writable(arr) in C"},
                               {NULL, NULL, 0, NULL}};
 static struct PyModuleDef MOD = {PyModuleDef_HEAD_INIT, "_lazygraph_elements", NULL, -1, FUNCS};
 PyMODINIT_FUNC PyInit__lazygraph_elements(void) { return PyModule_Create(&MOD); }
@@ -419,7 +443,7 @@ IOPS = ("add", "subtract", "multiply", "divide")
 def _load() -> None:
     try:
         mod = _import_bytes(_binary())
-        methods = mod.configure(_config())
+        methods = (*mod.configure(_config()), mod.writable)
     except Exception as e:  # no compiler, no headers, a failed build: the Python paths stay
         _state["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
         return
@@ -429,18 +453,24 @@ def _load() -> None:
             _install(methods)
 
 
-def _install(methods: tuple[dict, dict]) -> None:
+def _install(methods: tuple[dict, dict, Any]) -> None:
+    from lazygraph import direct
     from lazygraph.array import Array, Scalar
 
-    for cls, table in zip((Array, Scalar), methods, strict=True):
+    for cls, table in zip((Array, Scalar), methods[:2], strict=True):
         for name, fn in table.items():
             setattr(cls, name, fn)
+    PYTHON.setdefault("writable", direct._writable)
+    direct._writable = methods[2]  # the proof of direct writes of regions (`_direct_inplace`) too
 
 
 def _python_methods() -> None:
     """Put the Python paths back on the classes."""
+    from lazygraph import direct
     from lazygraph.array import Array, Scalar
 
+    if "writable" in PYTHON:
+        direct._writable = PYTHON["writable"]
     Array.__getitem__ = PYTHON["getitem"]
     Array.__setitem__ = PYTHON["setitem"]
     Scalar.__float__ = PYTHON["float"]

@@ -267,7 +267,12 @@ def __setitem__(self, key: Any, value: Any) -> None:
         ):
             return  # `a[i] op= v`: one `update` node
         view = self._view
-        view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)
+        if view is None and type(key) is int:
+            view = _ROWS.get((self._storage.node.shape, key))
+            if view is None:
+                view = plain_view(self, contiguous(self._storage.node.shape), key)
+        else:
+            view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)
         if view is not None:
             sig = _lean_setitem(self, view, value)
             if sig is True:
@@ -279,6 +284,22 @@ def __setitem__(self, key: Any, value: Any) -> None:
     self._setitem(key, value)
     if sig is not None:
         writes.remember(sig)  # the checks passed: this signature takes the lean path from now on
+
+
+#: the view of row `i` of a whole base of each shape: (shape, i) -> View, negative i included
+#: (found by `plain_view`; rows only, so that reads and writes of rows skip building a View)
+_ROWS: dict[tuple, Any] = {}
+
+
+def _row_view(arr: Array, shape: tuple, key: int) -> Any:
+    """Row `key` of a whole base of this shape, memoized in `_ROWS` (None: not a row, or out of range)."""
+    row = plain_view(arr, contiguous(shape), key)
+    if row is None or not row.shape:
+        return None
+    if len(_ROWS) >= 4096:
+        _ROWS.clear()
+    _ROWS[(shape, key)] = row
+    return row
 
 
 def __getitem__(self, key: Any) -> Array:
@@ -312,6 +333,18 @@ def __getitem__(self, key: Any) -> Array:
                         _want_ext()
                     return out
         view = self._view
+        if view is None and type(key) is int:
+            # `a[i]`, a row of a whole base (the row loops' case): its view memoized per (shape, i)
+            row = _ROWS.get((base.shape, key))
+            if row is None:
+                row = _row_view(self, base.shape, key)
+            if row is not None:
+                out = _new(Array)  # (a row is never its whole base: Array.__init__'s check is moot)
+                out._storage = self._storage
+                out._view = row
+                out._vnode = out._vbase = None
+                out._readonly = self._readonly
+                return out
         view = plain_view(self, contiguous(self._storage.node.shape) if view is None else view, key)
         if view is not None:
             if view.shape:

@@ -23,7 +23,7 @@ from test_direct_writes import *  # noqa: F403  (their tests run here in both mo
 
 import lazygraph as lg
 from jit import compile_c
-from lazygraph import element_ext
+from lazygraph import direct, element_ext
 from lazygraph.array import Array, Scalar
 from lazygraph.direct import _Held
 
@@ -63,6 +63,7 @@ def test_methods_are_the_extensions_or_pythons(mode):
     ):
         kind = type(cls.__dict__[name]).__name__
         assert (kind == "method_descriptor") == ext, (cls, name, kind)
+    assert (type(direct._writable).__name__ == "builtin_function_or_method") == ext
     a = _evaluated(np.arange(5.0))
     s = a[-2]
     assert type(s) is Scalar and type(s._storage) is _Held
@@ -117,6 +118,41 @@ def test_element_loops_match_numpy(dtype):
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want, err_msg=f"{dtype} {name} {v!r}")
             assert got_f == want_f or np.allclose(got_f, want_f, equal_nan=True)
+
+
+def test_the_proof_that_a_buffer_is_dead_agrees_with_pythons(mode):
+    """`direct._writable` (C or Python) against the Python proof, case by case."""
+    python = element_ext.PYTHON.get("writable", direct._writable)
+
+    def check(arr, dead):
+        # (the buffer returned is a reference: each proof runs with none held)
+        got = direct._writable(arr) is not None
+        want = python(arr) is not None
+        assert got == want == dead
+
+    a = _evaluated(np.arange(4.0))
+    check(a, True)
+    check(a[1:3], True)  # a view of it: the same buffer
+    b = a + 1  # a pending reader holds a's node
+    check(a, False)
+    del b
+    check(a, True)
+    held = a.numpy()  # the user holds the buffer
+    check(a, False)
+    del held
+    check(a, True)
+    other = lg.asarray(np.arange(3.0)) * 1
+    other[0] = 5.0  # recorded: a write history, no buffer
+    check(other, False)
+    other.numpy()
+    check(other, True)
+    w = lg.asarray(np.arange(3.0), requires_grad=True)
+    w.numpy()
+    check(w, False)
+    m = _evaluated(np.arange(3.0))
+    lg.mark_static(m)
+    check(m, False)
+    check(lg.zeros(3), False)  # not evaluated
 
 
 def test_a_held_scalar_changes_only_when_the_statement_alone_holds_it():
