@@ -1,0 +1,103 @@
+"""The fixed cost of evaluating small cached graphs: what the hit path skips must not change a key.
+
+A loop that evaluates an input after recording its consumer (conjugate gradient's solution
+update reads the step size that the convergence check evaluates) leaves the consumer's
+recorded hint stale; the template found after recomputing the hints is filed under the
+recorded hint too, so later rounds skip the recomputation. Large templates compile their
+matcher after more uses (`template.compile_after`). Every key is compared with the full walk's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazygraph as lg
+from cache import template
+from cache.key import full_walk, walk
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    """An in-process cache, no background tiers, no templates from earlier tests."""
+    monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    lg.cache.clear(disk=False)
+    template.clear()
+    yield
+    template.clear()
+
+
+def exact(roots: list) -> tuple:
+    """The key `walk` gives, checked against the full walk's (nodes and key)."""
+    w, full = walk(roots), full_walk(roots)
+    assert w.key == full.key and w.roots == full.roots
+    assert len(w.nodes) == len(full.nodes) and all(a is b for a, b in zip(w.nodes, full.nodes))
+    return w.key
+
+
+def test_stale_recorded_hint_finds_its_template_without_rehinting(monkeypatch):
+    """x += alpha * p recorded, alpha evaluated by the check, x evaluated at the end."""
+    rehints = []
+    real = template.rehint
+    monkeypatch.setattr(template, "rehint", lambda roots: (rehints.append(1), real(roots)))
+    rng = np.random.default_rng(3)
+    p0, r0 = rng.normal(size=7), rng.normal(size=7)
+    for rnd in range(4):
+        rehints.clear()
+        x, xn = lg.zeros(7), np.zeros(7)
+        p, r = lg.asarray(p0), lg.asarray(r0)
+        for _ in range(3):
+            alpha = (r @ r) / (p @ p + 1.0)
+            x = x + alpha * p  # recorded before alpha is evaluated: its hint goes stale
+            assert float(alpha) > -1.0  # evaluates alpha (kept: x's pending chain reads it)
+            an = (r0 @ r0) / (p0 @ p0 + 1.0)
+            xn = xn + an * p0
+        exact([x.node])
+        np.testing.assert_allclose(x.numpy(), xn, rtol=1e-12)
+        if rnd >= 2:  # the template is filed under the recorded hint: found at once
+            assert not rehints, f"round {rnd} recomputed hints"
+
+
+def test_distinct_structures_under_a_stale_hint_keep_their_keys():
+    """Two structures evaluated alternately after a stale-hint match: each gets the full walk's key."""
+    rng = np.random.default_rng(4)
+    a0 = rng.normal(size=(3, 4))
+    keys = set()
+    for rnd in range(4):
+        for variant in (0, 1):
+            a = lg.asarray(a0)
+            s = a.sum() * 2.0
+            y = (a * s) if variant == 0 else (a - s)
+            float(s)
+            keys.add((variant, exact([y.node])))
+            want = (a0 * (a0.sum() * 2.0)) if variant == 0 else (a0 - a0.sum() * 2.0)
+            np.testing.assert_allclose(y.numpy(), want, rtol=1e-12)
+    assert len({k for _, k in keys}) == 2
+
+
+def test_large_templates_compile_their_matcher_after_more_uses():
+    """A 200-slot chain is matched in general until `compile_after` uses, then compiled; same keys."""
+
+    def chain(x):
+        for _ in range(100):
+            x = lg.sin(x) + 1.0
+        return x
+
+    a0 = np.linspace(0, 1, 6)
+    expected = a0.copy()
+    for _ in range(100):
+        expected = np.sin(expected) + 1.0
+    n = None
+    for i in range(template.compile_after(202) + 2):
+        r = chain(lg.asarray(a0))
+        exact([r.node])
+        _, t, nodes = template.find([r.node])
+        if t is not None:
+            n = t.n
+            assert nodes is not None
+            if t.uses < template.compile_after(t.n):
+                assert t.fast is None, f"compiled after {t.uses} uses"
+    assert n is not None and template.compile_after(n) > 3
+    assert t.fast is not None
+    np.testing.assert_allclose(r.numpy(), expected, rtol=1e-12)
