@@ -45,10 +45,12 @@ SOURCE = r"""#define PY_SSIZE_T_CLEAN
 /* Filled by configure(): the classes, the slots' offsets, the sets of types, the Python paths. */
 static PyTypeObject *T_Array, *T_Scalar, *T_Storage, *T_Held, *T_Node, *T_ndarray;
 static PyObject *HOST, *INT_KEYS, *DIRECT_VALUES, *NP_SCALARS, *REAL_SCALARS, *COMPLEX_VALUES;
-static PyObject *PY_GETITEM, *PY_SETITEM, *PY_FLOAT, *PY_HELD_SCALAR, *EMPTY;
-static PyObject *PY_IOP[4], *PY_REC[4];
+static PyObject *PY_GETITEM, *PY_SETITEM, *PY_FLOAT, *PY_HELD_SCALAR, *EMPTY, *ROWS;
+static PyObject *PY_IOP[4], *PY_REC[4], *PY_ARR_IOP[4], *UFUNC[4], *OPNAME[4], *PY_RECORDED, *MATERIALIZE;
+static PyObject *KW_OUT, *KW_WRITEABLE, *REGION_MAX_OBJ;
+static Py_ssize_t REGION_MAX;
 static Py_ssize_t A_STORAGE, A_VIEW, A_READONLY, A_VNODE, A_VBASE;
-static Py_ssize_t N_BUFFER, N_USERS, N_GRAD, N_STATIC, N_DEVICE;
+static Py_ssize_t N_BUFFER, N_USERS, N_GRAD, N_STATIC, N_DEVICE, N_SHAPE;
 static PyObject *S_NODE, *S_VAL, *S_SRC, *S_HIST, *S_GRAD, *S_STATIC;
 static int READY = 0;
 
@@ -84,14 +86,43 @@ static Py_ssize_t int_index(PyObject *key) {
 
 static int is_false(PyObject *o) { return o == Py_False; }
 
-/* a[key]: elements.__getitem__'s first branch (`_held_element`) */
+/* the memoized view of row `key` of a whole base of this node's shape (elements._ROWS), a
+   borrowed reference, or NULL (not a row of 2 or more dimensions, or not memoized yet) */
+static PyObject *row_of(PyObject *node, PyObject *key) {
+  PyObject *shape = SLOT(node, N_SHAPE);
+  if (shape == NULL || !PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) < 2) return NULL;
+  PyObject *k = PyTuple_Pack(2, shape, key);
+  if (k == NULL) { PyErr_Clear(); return NULL; }
+  PyObject *row = PyDict_GetItemWithError(ROWS, k);
+  Py_DECREF(k);
+  if (row == NULL) PyErr_Clear();
+  return row;
+}
+
+/* a[key]: elements.__getitem__'s first branch (`_held_element`), and rows of a whole base */
 static PyObject *lg_getitem(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   if (!READY || nargs != 1 || Py_TYPE(self) != T_Array || SLOT(self, A_VIEW) != Py_None) goto slow;
   PyObject *key = args[0], *st = SLOT(self, A_STORAGE);
   if (st == NULL || Py_TYPE(st) != T_Storage) goto slow;
   PyObject *node = PyObject_GetAttr(st, S_NODE);
   if (node == NULL) { PyErr_Clear(); goto slow; }
-  PyObject *buf = Py_TYPE(node) == T_Node ? SLOT(node, N_BUFFER) : NULL;
+  if (Py_TYPE(node) != T_Node) goto slow_node;
+  PyObject *shape = SLOT(node, N_SHAPE);
+  if (PyLong_CheckExact(key) && shape != NULL && PyTuple_CheckExact(shape) && PyTuple_GET_SIZE(shape) >= 2) {
+    /* a row of a whole base, evaluated or not (elements.__getitem__'s `_ROWS` branch) */
+    PyObject *row = row_of(node, key);
+    Py_DECREF(node);
+    if (row == NULL) goto slow;  /* the Python method memoizes it, or raises */
+    PyObject *out = T_Array->tp_new(T_Array, EMPTY, NULL);
+    if (out == NULL) return NULL;
+    SLOT(out, A_STORAGE) = Py_NewRef(st);
+    SLOT(out, A_VIEW) = Py_NewRef(row);
+    SLOT(out, A_VNODE) = Py_NewRef(Py_None);
+    SLOT(out, A_VBASE) = Py_NewRef(Py_None);
+    SLOT(out, A_READONLY) = Py_NewRef(SLOT(self, A_READONLY));
+    return out;
+  }
+  PyObject *buf = SLOT(node, N_BUFFER);
   if (buf == NULL || Py_TYPE(buf) != T_ndarray || !is_false(SLOT(node, N_GRAD)) || SLOT(node, N_DEVICE) != HOST)
     goto slow_node;
   char kind = PyArray_DESCR((PyArrayObject *)buf)->kind;
@@ -173,6 +204,21 @@ static PyObject *lg_setitem(PyObject *self, PyObject *const *args, Py_ssize_t na
       || SLOT(self, A_VBASE) != Py_None || SLOT(self, A_VIEW) != Py_None)
     goto slow;
   PyObject *key = args[0], *value = args[1], *st = SLOT(self, A_STORAGE);
+  if (Py_TYPE(value) == T_Array) {
+    /* `a[i] = r` for r = a[i] written through (`a[i] += v` of a row): NumPy's no-op
+       (recorders._lean_setitem's first case), when the storage is no parameter */
+    if (!PyLong_CheckExact(key) || st == NULL || Py_TYPE(st) != T_Storage || SLOT(value, A_STORAGE) != st)
+      goto slow;
+    PyObject *attr = PyObject_GetAttr(st, S_GRAD);
+    if (attr == NULL) { PyErr_Clear(); goto slow; }
+    Py_DECREF(attr);
+    if (attr != Py_False) goto slow;
+    node = PyObject_GetAttr(st, S_NODE);
+    if (node == NULL) { PyErr_Clear(); goto slow; }
+    if (Py_TYPE(node) != T_Node || SLOT(value, A_VIEW) != row_of(node, key)) goto slow;
+    Py_DECREF(node);
+    Py_RETURN_NONE;
+  }
   if (PyFloat_CheckExact(value) || PyLong_CheckExact(value) || in_set(DIRECT_VALUES, value)) {
     v = Py_NewRef(value);
   } else if (Py_TYPE(value) == T_Scalar) {
@@ -253,6 +299,71 @@ static PyObject *iop(int k, PyObject *self, PyObject *const *args, Py_ssize_t na
   return out;
 }
 
+/* region op= other: elements._inplace's direct branch (direct._direct_inplace) for a view
+   array whose node was never read, over a buffer nothing else can read */
+static PyObject *arr_iop(int k, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  PyObject *node = NULL, *o = NULL;
+  if (!READY || nargs != 1 || Py_TYPE(self) != T_Array || UFUNC[k] == Py_None || !is_false(SLOT(self, A_READONLY))
+      || SLOT(self, A_VBASE) != Py_None)
+    goto slow;
+  PyObject *view = SLOT(self, A_VIEW), *other = args[0];
+  if (view == NULL || view == Py_None || !PyTuple_Check(view) || PyTuple_GET_SIZE(view) != 3) goto slow;
+  if (Py_TYPE(other) == T_Array) {
+    PyObject *ost = SLOT(other, A_STORAGE);
+    if (SLOT(other, A_VIEW) != Py_None || ost == NULL || Py_TYPE(ost) != T_Storage) goto slow;
+    PyObject *onode = PyObject_GetAttr(ost, S_NODE);
+    if (onode == NULL) { PyErr_Clear(); goto slow; }
+    o = Py_TYPE(onode) == T_Node ? Py_XNewRef(SLOT(onode, N_BUFFER)) : NULL;
+    Py_DECREF(onode);
+    if (o == NULL || Py_TYPE(o) != T_ndarray) goto slow;
+  } else if (Py_TYPE(other) == T_ndarray || PyFloat_CheckExact(other) || PyLong_CheckExact(other)
+             || in_set(DIRECT_VALUES, other)) {
+    o = Py_NewRef(other);
+  } else {
+    goto slow;
+  }
+  node = dead_buffer(SLOT(self, A_STORAGE));
+  if (node == NULL) goto slow;
+  PyObject *buf = SLOT(node, N_BUFFER), *vshape = PyTuple_GET_ITEM(view, 0);
+  if (!PyTuple_CheckExact(vshape)) goto slow;
+  Py_ssize_t size = 1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(vshape); i++) {
+    Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(vshape, i));
+    if (d < 0) { PyErr_Clear(); goto slow; }
+    size *= d;
+    if (size > REGION_MAX) goto slow;  /* larger regions stay recorded, to fuse */
+  }
+  int flags = PyArray_FLAGS((PyArrayObject *)buf);
+  /* another layout would be materialized as a copy; a read-only buffer: the Python path
+     makes it writeable (`_value` handed it out) */
+  if (!(flags & NPY_ARRAY_C_CONTIGUOUS) || !(flags & NPY_ARRAY_WRITEABLE)) goto slow;
+  PyObject *margs[3] = {buf, view, Py_True};
+  PyObject *region = PyObject_Vectorcall(MATERIALIZE, margs, 2, KW_WRITEABLE);
+  if (region == NULL) { PyErr_Clear(); goto slow; }
+  PyObject *uargs[3] = {region, o, region};
+  PyObject *res = PyObject_Vectorcall(UFUNC[k], uargs, 2, KW_OUT);
+  Py_DECREF(region);
+  Py_DECREF(o);
+  Py_DECREF(node);
+  if (res == NULL) {
+    if (PyErr_ExceptionMatches(PyExc_FloatingPointError)) return NULL;  /* np.errstate asked for it */
+    PyErr_Clear();  /* a cast or shape NumPy refuses: nothing written, the recorded path raises */
+    PyObject *rargs[3] = {self, OPNAME[k], other};
+    return PyObject_Vectorcall(PY_RECORDED, rargs, 3, NULL);
+  }
+  Py_DECREF(res);
+  return Py_NewRef(self);
+slow:
+  Py_XDECREF(node);
+  Py_XDECREF(o);
+  return call(PY_ARR_IOP[k], self, args, nargs);
+}
+
+static PyObject *lg_arr_iadd(PyObject *s, PyObject *const *a, Py_ssize_t n) { return arr_iop(0, s, a, n); }
+static PyObject *lg_arr_isub(PyObject *s, PyObject *const *a, Py_ssize_t n) { return arr_iop(1, s, a, n); }
+static PyObject *lg_arr_imul(PyObject *s, PyObject *const *a, Py_ssize_t n) { return arr_iop(2, s, a, n); }
+static PyObject *lg_arr_itruediv(PyObject *s, PyObject *const *a, Py_ssize_t n) { return arr_iop(3, s, a, n); }
+
 static PyObject *lg_iadd(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(0, s, a, n); }
 static PyObject *lg_isub(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(1, s, a, n); }
 static PyObject *lg_imul(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(2, s, a, n); }
@@ -261,6 +372,10 @@ static PyObject *lg_itruediv(PyObject *s, PyObject *const *a, Py_ssize_t n) { re
 static PyMethodDef ARRAY_METHODS[] = {
   {"__getitem__", (PyCFunction)(void (*)(void))lg_getitem, METH_FASTCALL, "a[key] (element loops in C)"},
   {"__setitem__", (PyCFunction)(void (*)(void))lg_setitem, METH_FASTCALL, "a[key] = v (element loops in C)"},
+  {"__iadd__", (PyCFunction)(void (*)(void))lg_arr_iadd, METH_FASTCALL, "region += v (row loops in C)"},
+  {"__isub__", (PyCFunction)(void (*)(void))lg_arr_isub, METH_FASTCALL, "region -= v (row loops in C)"},
+  {"__imul__", (PyCFunction)(void (*)(void))lg_arr_imul, METH_FASTCALL, "region *= v (row loops in C)"},
+  {"__itruediv__", (PyCFunction)(void (*)(void))lg_arr_itruediv, METH_FASTCALL, "region /= v (row loops in C)"},
   {NULL, NULL, 0, NULL}};
 static PyMethodDef SCALAR_METHODS[] = {
   {"__float__", (PyCFunction)(void (*)(void))lg_float, METH_FASTCALL, "float(s) (element loops in C)"},
@@ -291,27 +406,37 @@ static PyObject *get(PyObject *cfg, const char *name) {
 
 /* configure(cfg: dict) -> (array descriptors: dict, scalar descriptors: dict) */
 static PyObject *lg_configure(PyObject *mod, PyObject *cfg) {
-  if (READY || !PyDict_Check(cfg)) { PyErr_SetString(PyExc_RuntimeError, "configure: once, with a dict"); return NULL; }
+  PyObject *rows = PyDict_Check(cfg) ? PyDict_GetItemString(cfg, "rows") : NULL;
+  if (READY || rows == NULL || !PyDict_CheckExact(rows)) { PyErr_SetString(PyExc_RuntimeError, "configure: once, with a dict"); return NULL; }
   PyObject **objs[] = {(PyObject **)&T_Array, (PyObject **)&T_Scalar, (PyObject **)&T_Storage, (PyObject **)&T_Held,
                        (PyObject **)&T_Node, (PyObject **)&T_ndarray, &HOST, &INT_KEYS, &DIRECT_VALUES, &NP_SCALARS,
                        &REAL_SCALARS, &COMPLEX_VALUES, &PY_GETITEM, &PY_SETITEM, &PY_FLOAT, &PY_HELD_SCALAR,
-                       &PY_IOP[0], &PY_IOP[1], &PY_IOP[2], &PY_IOP[3], &PY_REC[0], &PY_REC[1], &PY_REC[2], &PY_REC[3]};
+                       &PY_IOP[0], &PY_IOP[1], &PY_IOP[2], &PY_IOP[3], &PY_REC[0], &PY_REC[1], &PY_REC[2], &PY_REC[3],
+                       &ROWS, &PY_ARR_IOP[0], &PY_ARR_IOP[1], &PY_ARR_IOP[2], &PY_ARR_IOP[3], &UFUNC[0], &UFUNC[1],
+                       &UFUNC[2], &UFUNC[3], &OPNAME[0], &OPNAME[1], &OPNAME[2], &OPNAME[3], &PY_RECORDED, &MATERIALIZE,
+                       &REGION_MAX_OBJ};
   const char *names[] = {"Array", "Scalar", "Storage", "Held", "Node", "ndarray", "HOST", "INT_KEYS", "DIRECT_VALUES",
                          "NP_SCALARS", "REAL_SCALARS", "COMPLEX_VALUES", "getitem", "setitem", "float", "held_scalar",
-                         "iadd", "isub", "imul", "itruediv", "add", "subtract", "multiply", "divide"};
+                         "iadd", "isub", "imul", "itruediv", "add", "subtract", "multiply", "divide", "rows",
+                         "arr_iadd", "arr_isub", "arr_imul", "arr_itruediv", "ufunc_add", "ufunc_subtract",
+                         "ufunc_multiply", "ufunc_divide", "name_add", "name_subtract", "name_multiply", "name_divide",
+                         "recorded", "materialize", "region_max"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if ((*objs[i] = get(cfg, names[i])) == NULL) return NULL;
   PyObject *arr = (PyObject *)T_Array, *nod = (PyObject *)T_Node;
   if (offset(arr, "_storage", &A_STORAGE) || offset(arr, "_view", &A_VIEW) || offset(arr, "_readonly", &A_READONLY)
       || offset(arr, "_vnode", &A_VNODE) || offset(arr, "_vbase", &A_VBASE) || offset(nod, "buffer", &N_BUFFER)
       || offset(nod, "users", &N_USERS) || offset(nod, "requires_grad", &N_GRAD) || offset(nod, "static", &N_STATIC)
-      || offset(nod, "device", &N_DEVICE))
+      || offset(nod, "device", &N_DEVICE) || offset(nod, "shape", &N_SHAPE))
     return NULL;
   if (!(S_NODE = PyUnicode_InternFromString("node")) || !(S_VAL = PyUnicode_InternFromString("val"))
       || !(S_SRC = PyUnicode_InternFromString("src")) || !(S_HIST = PyUnicode_InternFromString("hist"))
       || !(S_GRAD = PyUnicode_InternFromString("requires_grad")) || !(S_STATIC = PyUnicode_InternFromString("static"))
-      || !(EMPTY = PyTuple_New(0)))
+      || !(EMPTY = PyTuple_New(0)) || !(KW_OUT = Py_BuildValue("(s)", "out"))
+      || !(KW_WRITEABLE = Py_BuildValue("(s)", "writeable")))
     return NULL;
+  REGION_MAX = PyLong_AsSsize_t(REGION_MAX_OBJ);
+  if (REGION_MAX < 0) return NULL;
   PyObject *ad = PyDict_New(), *sd = PyDict_New();
   if (ad == NULL || sd == NULL) return NULL;
   for (PyMethodDef *m = ARRAY_METHODS; m->ml_name; m++) {
@@ -409,10 +534,12 @@ def _binary() -> bytes:
 
 def _config() -> dict[str, Any]:
     """What the extension reads once: the classes, the type sets, and the Python paths it defers to."""
-    from lazygraph import direct
-    from lazygraph.array import Array, Scalar, Storage
+    from lazygraph import direct, writes
+    from lazygraph.array import _FALLIBLE, Array, Scalar, Storage
     from lazygraph.recorders import binary_recorder
+    from ops.base import REGISTRY
     from ops.node import HOST, Node
+    from ops.views import materialize
 
     cfg: dict[str, Any] = {
         "Array": Array,
@@ -431,8 +558,16 @@ def _config() -> dict[str, Any]:
         "held_scalar": direct._held_scalar,
         **PYTHON,
     }
-    for op in IOPS:
+    for op, dunder in zip(IOPS, ("iadd", "isub", "imul", "itruediv"), strict=True):
         cfg[op] = binary_recorder(op)
+        opdef = REGISTRY[op]
+        ok = opdef in writes.FUSABLE and opdef not in _FALLIBLE  # as direct._direct_inplace asks
+        cfg[f"ufunc_{op}"] = opdef.fn if ok else None
+        cfg[f"name_{op}"] = op
+        PYTHON.setdefault(f"arr_{dunder}", Array.__dict__[f"__{dunder}__"])
+        cfg[f"arr_{dunder}"] = PYTHON[f"arr_{dunder}"]
+    cfg["materialize"] = materialize
+    cfg["region_max"] = direct.DIRECT_REGION_MAX
     return cfg
 
 
@@ -476,6 +611,8 @@ def _python_methods() -> None:
     Scalar.__float__ = PYTHON["float"]
     for dunder in ("iadd", "isub", "imul", "itruediv"):
         setattr(Scalar, f"__{dunder}__", PYTHON[dunder])
+        if f"arr_{dunder}" in PYTHON:
+            setattr(Array, f"__{dunder}__", PYTHON[f"arr_{dunder}"])
 
 
 #: the Python paths the extension defers to (lazygraph/elements.py registers them, as it sits

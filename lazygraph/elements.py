@@ -227,6 +227,11 @@ def _inplace(self, op: str, other: Any) -> Array:
         raise ValueError(f"{op}: output array is read-only (a broadcast view)")
     if self._view is not None and type(self) is Array and _direct_inplace(self, op, other):
         return self  # `a[i] += v` of a row: NumPy's in-place ufunc on the held buffer
+    return _inplace_recorded(self, op, other)
+
+
+def _inplace_recorded(self, op: str, other: Any) -> Array:
+    """`self op= other` recorded (the lean path, else the general one with NumPy's checks)."""
     key = _inplace_sig(self, op, other)
     if key is not None and key in writes.PASSED and _lean_result(self, record_binary(op, self, other)):
         return self
@@ -417,6 +422,8 @@ element_ext.register(
         "getitem": __getitem__,
         "setitem": __setitem__,
         "float": __float__,
+        "rows": _ROWS,
+        "recorded": _inplace_recorded,
         **{d: scalar_inplace(op) for d, op in zip(("iadd", "isub", "imul", "itruediv"), element_ext.IOPS)},
     }
 )

@@ -191,6 +191,49 @@ def test_pending_readers_and_views_see_numpys_values():
     assert int(m[2, 3]) == 16 and m[0, np.int64(1)].item() == 1
 
 
+def _rows(xp, dtype):
+    """Row updates (`a[i] op= v`) with a reader of the old value; the values, or the error type."""
+    a = np.arange(12).reshape(4, 3).astype(dtype)
+    v = np.array([1, 2, 3]).astype(dtype)
+    if xp is lg:
+        a, v = _evaluated(a), _evaluated(v)
+    before = a * 1
+    try:
+        for i in range(4):
+            a[i] += v
+        a[1] *= 2
+        a[-1] -= v
+        a[2] /= 4
+    except Exception as e:  # noqa: BLE001 (the error type is compared)
+        return type(e)
+    out = [before, a, a[0], a[-2]]
+    return [np.asarray(x).copy() for x in out]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int64", "float32", "float64", "complex128"])
+def test_row_loops_with_a_reader_match_numpy(dtype):
+    want = _rows(np, dtype)
+    got = _rows(lg, dtype)
+    if isinstance(want, type):  # `/=` of an integer array: NumPy's casting error
+        assert isinstance(got, type) and issubclass(got, TypeError), got
+        return
+    for w, g in zip(want, got, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_row_update_errors_are_numpys():
+    a = _evaluated(np.ones((3, 2)))
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        a[0] /= 0.0
+    i = _evaluated(np.ones((3, 2), dtype=np.int8))
+    with pytest.raises(TypeError, match="same_kind"):
+        i[1] += 1.5
+    with pytest.raises(ValueError):
+        a[0] += np.ones(3)  # shapes that do not broadcast
+    np.testing.assert_array_equal(i.numpy(), np.ones((3, 2)))
+
+
 def test_errors_come_from_the_general_path():
     a = _evaluated(np.arange(3.0))
     with pytest.raises(IndexError):
