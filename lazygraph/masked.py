@@ -35,6 +35,7 @@ import numpy as np
 
 from lazygraph.array import _LEAN, DEFERRED, Array, Storage, _fallible, from_node, record
 from lazygraph.gradmode import GRAD_STATE
+from ops import masked_reduce  # noqa: F401  (registers masked_sum)
 from ops.node import Node
 
 _PY_SCALARS = (bool, int, float, complex)
@@ -119,11 +120,15 @@ class Masked(Array):
         return record(op, full, axis=axes, keepdims=False)
 
     def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
-        """Sum; integer and boolean sums stay lazy (their value does not depend on the order)."""
-        if self._mat is None and dtype is None and not keepdims and self.dtype.kind in "biu":
-            out = self._reduce("sum", 0, axis)
-            if out is not None:
-                return out
+        """Sum; lazy: integer and boolean sums over the full shape (their value does not depend
+        on the order), float sums as `masked_sum`, which gathers when it runs (NumPy's order)."""
+        if self._mat is None and dtype is None and not keepdims:
+            if self.dtype.kind in "biu":
+                out = self._reduce("sum", 0, axis)
+                if out is not None:
+                    return out
+            elif self.dtype.kind in "fc" and self._axes(axis) is not _NO:
+                return record("masked_sum", self._base, self._mask, axis=None if axis is None else 0)
         return Array.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
 
     def any(self, axis: Any = None, keepdims: bool = False) -> Array:
