@@ -20,7 +20,9 @@ benchmarks measuring the steady state, `lg.jit_wait()`).
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
 
@@ -121,6 +123,29 @@ def idle() -> bool:
     """True when no job is queued or running."""
     with _cond:
         return not _queued
+
+
+def await_idle(patience: float, quiet: float = 0.002) -> None:
+    """Return once no other thread has run Python code for `quiet` seconds, or after `patience`.
+
+    Python work here shares the interpreter lock with the threads that record and evaluate:
+    started while they run (a loop's first call records between its evaluations), it roughly
+    halves their speed. A thread that runs Python moves its frame; one blocked in C (a sleep,
+    a lock, `lg.jit_wait()`, I/O) keeps it, so unchanged frames over `quiet` seconds say the
+    program pauses. Only the frames' identities and positions are kept between looks: a frame
+    object held here would keep its function's locals alive after it returns.
+    """
+    me = threading.get_ident()
+    end = time.perf_counter() + patience
+    seen = None
+    while time.perf_counter() < end:
+        frames = sys._current_frames()
+        now = sorted((i, id(f), f.f_lasti) for i, f in frames.items() if i != me)
+        del frames
+        if now == seen:
+            return
+        seen = now
+        time.sleep(quiet)
 
 
 _probed = False

@@ -83,23 +83,17 @@ def finish_later(
 
 _OP_ATTRS = attrgetter("op", "attrs", "buffer")
 
-#: A full optimization is pure Python: while it runs, threads evaluating share the interpreter
-#: lock with it and run at about half speed. So it starts when evaluations pause (none for
-#: QUIET_S seconds), or after PATIENCE_S seconds of a loop that never pauses.
-QUIET_S = 0.002
+#: A full optimization is pure Python: while it runs, threads recording or evaluating share the
+#: interpreter lock with it and run at about half speed. So it starts when the program pauses (no
+#: other thread ran Python for QUIET_S seconds: a loop's first call ended, `lg.jit_wait()`), or
+#: after PATIENCE_S seconds of a loop that never pauses.
+QUIET_S = 0.01
 PATIENCE_S = 0.1
 
 
 def _await_quiet(engine: Engine) -> None:
-    stats = engine.stats
-    end = time.perf_counter() + PATIENCE_S
-    seen = -1
-    while time.perf_counter() < end:
-        count = stats.activity()  # plain reads: a hint, not an account
-        if count == seen:
-            return
-        seen = count
-        time.sleep(QUIET_S)
+    # evaluations alone are no signal: a loop's first call records for milliseconds between them
+    background.await_idle(PATIENCE_S, QUIET_S)
 
 
 def _finish(
