@@ -112,7 +112,7 @@ static PyObject *lg_getitem(PyObject *self, PyObject *const *args, Py_ssize_t na
     /* a row of a whole base, evaluated or not (elements.__getitem__'s `_ROWS` branch) */
     PyObject *row = row_of(node, key);
     Py_DECREF(node);
-    if (row == NULL) goto slow;  /* the Python method memoizes it, or raises */
+    if (row == NULL || SLOT(self, A_READONLY) == NULL) goto slow;  /* the Python method memoizes it, or raises */
     PyObject *out = T_Array->tp_new(T_Array, EMPTY, NULL);
     if (out == NULL) return NULL;
     SLOT(out, A_STORAGE) = Py_NewRef(st);
