@@ -3,8 +3,9 @@
 The softmax family are recorded whole (their gradients and NumPy kernels want them whole)
 and declared with a decomposition into max, sum, exp, log and pointwise steps, which is what
 the JIT lowers. Convolution and pooling are primitives: their windowed forms would
-materialize every window if recorded piecewise. Kernels are vectorized NumPy:
-windows come from `sliding_window_view` over a padded copy, never from pixel loops.
+materialize every window if recorded piecewise. Kernels are vectorized NumPy, never pixel
+loops: max pooling reads strided windows, average pooling adds one contiguous slice per
+kernel offset (ops.window.avg_pool2d_forward).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from math import prod
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ops import losses  # noqa: F401  (registers softmax_cross_entropy and its gradient)
 from ops.base import (
@@ -30,7 +30,7 @@ from ops.base import (
 from ops.declare import declare
 from ops.namespace import namespace
 from ops.node import Node
-from ops.window import conv2d_forward, max_fill, pad_spatial, tiled, tiles, window_max
+from ops.window import avg_pool2d_forward, conv2d_forward, max_fill, pad_spatial, window_max
 
 Pair = tuple[int, int]
 
@@ -86,15 +86,6 @@ def _check_fits(op: str, inputs: tuple[Node, ...], hw: Pair, k: Pair, p: Pair, d
             f"the padded input of size {fmt_shape(padded)}",
             inputs,
         )
-
-
-def _windows(x: np.ndarray, k: Pair, s: Pair, p: Pair, d: Pair, fill: Any = 0) -> np.ndarray:
-    """Read-only view (N, C, H_out, W_out, kH, kW) of the strided, dilated windows."""
-    if p[0] or p[1]:
-        x = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=fill)
-    eff = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
-    v = sliding_window_view(x, eff, axis=(2, 3))
-    return v[:, :, :: s[0], :: s[1], :: d[0], :: d[1]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -419,22 +410,7 @@ class Pool2d(Op):
                 for n, k, s, p, q in zip(x.shape[2:], kernel_size, stride, padding, d)
             )
             return window_max(xpad, kernel_size, stride, d, hw)
-        out = np.mean(np.zeros(1, dtype=x.dtype)).dtype
-        # np.mean's accumulator: float16 sums in float32, everything else in its result dtype.
-        acc = np.float32 if out == np.float16 else out
-        ones = (1, 1)
-        if tiled(kernel_size, stride, padding):
-            mean = tiles(x.astype(acc, copy=False), kernel_size).mean(axis=-1)
-            return xp.ascontiguousarray(mean, dtype=out)
-        win = _windows(x.astype(acc, copy=False), kernel_size, stride, padding, ones)
-        total = np.sum(win, axis=(-2, -1))
-        if attrs["count_include_pad"]:
-            count: Any = kernel_size[0] * kernel_size[1]
-        else:
-            # The same window sums over an all-ones image count the real elements.
-            real = xp.ones((1, 1) + x.shape[2:], dtype=acc)
-            count = np.sum(_windows(real, kernel_size, stride, padding, ones), axis=(-2, -1))
-        return xp.ascontiguousarray(total / count, dtype=out)
+        return avg_pool2d_forward(x, kernel_size, stride, padding, attrs["count_include_pad"])
 
 
 # The softmax family are composites: their kernels are NumPy's, the JIT lowers their

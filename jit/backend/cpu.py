@@ -150,7 +150,7 @@ class CpuBackend(Backend):
         return self._window("max_pool2d_grad", fn, (g, x, y), out, attrs)
 
     def avg_pool2d(self, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:
-        """The reference kernel (NumPy's window sums)."""
+        """The reference kernel (one contiguous add per kernel offset, ops.window)."""
         return self._window("avg_pool2d", None, (x,), out, attrs)
 
     def avg_pool2d_grad(self, g: Any, x: Any, *, out: Any = None, exact: bool = True, **attrs: Any) -> Any:

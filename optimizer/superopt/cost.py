@@ -47,7 +47,7 @@ from ops.fileio import atomic_write
 from ops.settings import SETTINGS
 from optimizer.superopt.apply import SGraph, SNode, frozen
 
-VERSION = 5  # part of the machine tag: times measured by older versions are not reused
+VERSION = 6  # part of the machine tag: times measured by older versions are not reused
 #: lazygraph's plan loop per step (slot reads, frees, the kernel's call), beyond the NumPy call:
 #: (run time - sum of per-step kernel times) / steps measured 4-6 us on NasRNN's and BERT's
 #: plans here (bench_superopt.py prints it per model); the optimizer cannot build plans to
