@@ -127,7 +127,7 @@ class Masked(Array):
                 out = self._reduce("sum", 0, axis)
                 if out is not None:
                     return out
-            elif self.dtype.kind in "fc" and self._axes(axis) is not _NO:
+            elif self.dtype.kind in "fc" and self._axes(axis) is not _NO and not _tracked(self._base):
                 return record("masked_sum", self._base, self._mask, axis=None if axis is None else 0)
         return Array.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
 
@@ -146,6 +146,11 @@ class Masked(Array):
             if out is not None:
                 return out
         return Array.all(self, axis=axis, keepdims=keepdims)
+
+
+def _tracked(x: Array) -> bool:
+    """Whether autograd records through x (`masked_sum` has no gradient: the gather has one)."""
+    return x.node.requires_grad and GRAD_STATE.enabled
 
 
 def _traps(dunder: str, out: Array, other: Any) -> bool:

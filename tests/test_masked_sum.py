@@ -91,3 +91,16 @@ def test_other_forms_materialize_as_before() -> None:
     assert x[mk].sum(dtype=np.float32).dtype == np.float32
     with pytest.raises(ValueError):
         x[mk].sum(axis=2)
+
+
+def test_differentiable_selections_keep_the_gather() -> None:
+    """A selection combined with a tracked array sums through the gather, so its gradient exists."""
+    a = np.linspace(-1.0, 1.0, 12).reshape(6, 2)
+    m = np.array([True, False, True, True, False, False])
+    w = lg.asarray(np.array([2.0, -3.0]))
+    w.requires_grad = True
+    x = lg.asarray(a)
+    loss = (x[lg.asarray(m)] * w).sum()
+    assert loss.node.op.name != "masked_sum"
+    (g,) = lg.grad(loss, [w])
+    np.testing.assert_allclose(g.numpy(), a[m].sum(axis=0))
