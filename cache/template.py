@@ -68,6 +68,7 @@ class Template:
         "uses",
         "refs",
         "cached",
+        "stale",
     )
 
     def __init__(
@@ -101,6 +102,8 @@ class Template:
         self.uses = 0
         #: (store, its generation, the entry of `key` there): the engine's lookup, remembered
         self.cached: tuple | None = None
+        #: the one stale recorded hint this template is also filed under (`find`), if any
+        self.stale: int | None = None
         self.refs = [0] * n  # per slot, how many operations' inputs name it (the engine's `memoized`)
         for s in interior:
             for j in edges[s]:
@@ -266,11 +269,11 @@ def find(roots: Sequence[Node]) -> tuple[Any, Template | None, list[Node] | None
             if nodes is not None:
                 if found[0] is not t:
                     _templates[h] = [t, *[x for x in found if x is not t]]
-                if stale is not None and stale != h:
+                if stale is not None and stale != h and t.stale != stale:
                     # the same history recurs (a loop whose inputs are evaluated after their
                     # consumers were recorded): next time the recorded hint finds the template
                     # at once, without recomputing every hint (1 us a node)
-                    _offer(stale, t)
+                    _file_stale(t, stale)
                 return h, t, nodes
     return (stale, h) if stale is not None and h is not None and stale != h else h, None, None
 
@@ -280,8 +283,27 @@ def remember(h: Any, key: tuple, roots: tuple, ids: list[int], edges: list[Any],
     either hint of a pair from `find`: a loop that evaluates an input after recording its
     consumer finds the template under the recorded hint from the next round on)."""
     t = Template(key, roots, ids, edges, interior)
-    for x in h if type(h) is tuple else (h,):
-        _offer(x, t)
+    if type(h) is tuple:
+        _offer(h[1], t)
+        _file_stale(t, h[0])
+    else:
+        _offer(h, t)
+
+
+def _file_stale(t: Template, stale: int) -> None:
+    """File `t` under a stale recorded hint too, in place of the one it had: a loop whose
+    recorded hints differ every round (a chain that grows) files nothing more per round."""
+    old = t.stale
+    if old is not None:
+        found = _templates.get(old)
+        if found is not None:
+            rest = [x for x in found if x is not t]
+            if rest:
+                _templates[old] = rest
+            else:
+                del _templates[old]
+    t.stale = stale
+    _offer(stale, t)
 
 
 def _offer(h: int, t: Template) -> None:

@@ -34,6 +34,9 @@ _queue: deque[tuple[Hashable, Callable[[], object]]] = deque()
 _queued: set[Hashable] = set()  # queued or running
 _failed: dict[Hashable, BaseException] = {}
 _worker: threading.Thread | None = None
+#: the worker's thread ident (None before it starts): evaluations check that the only other
+#: running thread is this one (engine/evaluate.py) with one lookup in `threading`'s registry
+IDENT: int | None = None
 #: jobs submitted, finished and failed in this process
 COUNTS = {"submitted": 0, "done": 0, "failed": 0}
 
@@ -48,7 +51,7 @@ def submit(key: Hashable, job: Callable[[], object]) -> bool:
 
     On False the caller does the work itself, in the foreground.
     """
-    global _worker
+    global _worker, IDENT
     with _cond:
         if key in _failed:
             return False
@@ -60,6 +63,7 @@ def submit(key: Hashable, job: Callable[[], object]) -> bool:
         if _worker is None or not _worker.is_alive():
             _worker = threading.Thread(target=_run, name="lazygraph-background", daemon=True)
             _worker.start()
+            IDENT = _worker.ident
         _cond.notify_all()
     return True
 

@@ -59,6 +59,19 @@ def test_stale_recorded_hint_finds_its_template_without_rehinting(monkeypatch):
             assert not rehints, f"round {rnd} recomputed hints"
 
 
+def test_stale_hints_that_change_every_round_file_nothing_more():
+    """A new stale recorded hint every round replaces the template's alias: nothing accumulates."""
+    a0 = np.arange(6.0)
+    sizes = []
+    for rnd in range(30):
+        r = lg.tanh(lg.asarray(a0) * 2.0) + 1.0
+        r.node.h = 1_000_003 * (rnd + 1)  # as recorded before an input was evaluated: names nothing
+        exact([r.node])
+        sizes.append(sum(len(v) for v in template._templates.values()))
+        np.testing.assert_allclose(r.numpy(), np.tanh(a0 * 2.0) + 1.0, rtol=1e-12)
+    assert sizes[-1] == sizes[5], sizes
+
+
 def test_distinct_structures_under_a_stale_hint_keep_their_keys():
     """Two structures evaluated alternately after a stale-hint match: each gets the full walk's key."""
     rng = np.random.default_rng(4)

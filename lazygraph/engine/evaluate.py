@@ -32,7 +32,7 @@ from lazygraph.engine.attempt import Attempt, memoized, realize_kept
 from lazygraph.engine.meter import Meter
 from lazygraph.engine.program import Program
 from lazygraph.engine.state import ENGINE, Engine
-from lazygraph.engine.threads import RECORDING
+from lazygraph.engine.threads import _DEREF, RECORDING
 from ops import collective
 from ops.node import HOST, Node
 from ops.settings import SETTINGS
@@ -197,12 +197,15 @@ def evaluate(roots: Sequence[Node], engine: Engine = ENGINE) -> None:
 def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str = HOST) -> None:
     """One evaluation; `attempt` records its progress for `Attempt.fail`."""
     t0 = time.perf_counter()
-    pending = RECORDING.deferred
-    if pending._refs:  # `if pending:` without the call
-        # list(pending) would call its __len__ first: a second pass over the weak references
-        attempt.deferred = list(pending.__iter__())
-        extra = [s.node for s in attempt.deferred if s.node.buffer is None]
-        pending._refs.clear()
+    refs = RECORDING.deferred._refs  # the deferred storages, in order (threads.OrderedWeakSet)
+    if refs:
+        # iterating the set, inline: the weak references dereferenced in C (a dead one is None)
+        live = list(map(_DEREF, refs.values()))
+        if None in live:
+            live = [s for s in live if s is not None]
+        attempt.deferred = live
+        extra = [s.node for s in live if s.node.buffer is None]
+        refs.clear()
         roots = [*roots, *extra]
     w = attempt.walk = walk(roots)
     # other threads may be computing (and realizing) nodes of this graph: see threads.Claims
@@ -210,7 +213,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     # with the caches cold from the last run): the registries' sizes, and whether the second
     # thread is the background compiler (a thread leaves `_active` when its function returns)
     n = len(_ACTIVE) + len(_LIMBO)
-    while w.interior and n > 1 and (n > 2 or (bw := workers._worker) is None or bw._ident not in _ACTIVE):
+    while w.interior and n > 1 and (n > 2 or workers.IDENT not in _ACTIVE):
         attempt.claimed = engine.claims.claim(w)
         if attempt.claimed is not None:
             break
@@ -223,7 +226,9 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     if verbose >= 3:
         debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
     mode, opt, sched = SETTINGS.cache, SETTINGS.optimize, SETTINGS.schedule
-    key = w.key if opt and sched and dev is HOST and _variant() is None else _memory_key(w, opt, sched, dev)
+    cfg = SETTINGS  # the default superoptimizer settings (`_variant() is None`), inline
+    plain = opt and sched and dev is HOST and cfg.superopt and cfg.superopt_search == "taso"
+    key = w.key if plain and cfg.superopt_cost == "analytic" else _memory_key(w, opt, sched, dev)
     entry = None
     talks = None
     keep = None  # a miss needs it to compile; on a hit it is computed as part of the run (timed so)
