@@ -47,7 +47,7 @@ static PyTypeObject *T_Array, *T_Scalar, *T_Storage, *T_Held, *T_Node, *T_ndarra
 static PyObject *HOST, *INT_KEYS, *DIRECT_VALUES, *NP_SCALARS, *REAL_SCALARS, *COMPLEX_VALUES;
 static PyObject *PY_GETITEM, *PY_SETITEM, *PY_FLOAT, *PY_HELD_SCALAR, *EMPTY, *ROWS;
 static PyObject *PY_IOP[4], *PY_REC[4], *PY_ARR_IOP[4], *UFUNC[4], *OPNAME[4], *PY_RECORDED, *MATERIALIZE;
-static PyObject *KW_OUT, *KW_WRITEABLE, *REGION_MAX_OBJ;
+static PyObject *KW_OUT, *KW_WRITEABLE, *REGION_MAX_OBJ, *RECIPES, *KIND_INDEX;
 static Py_ssize_t REGION_MAX;
 static Py_ssize_t A_STORAGE, A_VIEW, A_READONLY, A_VNODE, A_VBASE;
 static Py_ssize_t N_BUFFER, N_USERS, N_GRAD, N_STATIC, N_DEVICE, N_SHAPE;
@@ -337,8 +337,18 @@ static PyObject *arr_iop(int k, PyObject *self, PyObject *const *args, Py_ssize_
   /* another layout would be materialized as a copy; a read-only buffer: the Python path
      makes it writeable (`_value` handed it out) */
   if (!(flags & NPY_ARRAY_C_CONTIGUOUS) || !(flags & NPY_ARRAY_WRITEABLE)) goto slow;
-  PyObject *margs[3] = {buf, view, Py_True};
-  PyObject *region = PyObject_Vectorcall(MATERIALIZE, margs, 2, KW_WRITEABLE);
+  /* ops.views.materialize(buf, view, writeable=True): a basic index of the buffer when its
+     recipe memo says so (`base[arg]`, kind "i"), else the function itself */
+  PyObject *region = NULL, *rk = PyTuple_Pack(2, view, SLOT(node, N_SHAPE));
+  PyObject *how = rk == NULL ? NULL : PyDict_GetItemWithError(RECIPES, rk);
+  Py_XDECREF(rk);
+  if (how != NULL && PyTuple_CheckExact(how) && PyTuple_GET_SIZE(how) == 2 && PyTuple_GET_ITEM(how, 0) == KIND_INDEX)
+    region = PyObject_GetItem(buf, PyTuple_GET_ITEM(how, 1));
+  else {
+    PyErr_Clear();
+    PyObject *margs[3] = {buf, view, Py_True};
+    region = PyObject_Vectorcall(MATERIALIZE, margs, 2, KW_WRITEABLE);
+  }
   if (region == NULL) { PyErr_Clear(); goto slow; }
   PyObject *uargs[3] = {region, o, region};
   PyObject *res = PyObject_Vectorcall(UFUNC[k], uargs, 2, KW_OUT);
@@ -414,13 +424,13 @@ static PyObject *lg_configure(PyObject *mod, PyObject *cfg) {
                        &PY_IOP[0], &PY_IOP[1], &PY_IOP[2], &PY_IOP[3], &PY_REC[0], &PY_REC[1], &PY_REC[2], &PY_REC[3],
                        &ROWS, &PY_ARR_IOP[0], &PY_ARR_IOP[1], &PY_ARR_IOP[2], &PY_ARR_IOP[3], &UFUNC[0], &UFUNC[1],
                        &UFUNC[2], &UFUNC[3], &OPNAME[0], &OPNAME[1], &OPNAME[2], &OPNAME[3], &PY_RECORDED, &MATERIALIZE,
-                       &REGION_MAX_OBJ};
+                       &REGION_MAX_OBJ, &RECIPES, &KIND_INDEX};
   const char *names[] = {"Array", "Scalar", "Storage", "Held", "Node", "ndarray", "HOST", "INT_KEYS", "DIRECT_VALUES",
                          "NP_SCALARS", "REAL_SCALARS", "COMPLEX_VALUES", "getitem", "setitem", "float", "held_scalar",
                          "iadd", "isub", "imul", "itruediv", "add", "subtract", "multiply", "divide", "rows",
                          "arr_iadd", "arr_isub", "arr_imul", "arr_itruediv", "ufunc_add", "ufunc_subtract",
                          "ufunc_multiply", "ufunc_divide", "name_add", "name_subtract", "name_multiply", "name_divide",
-                         "recorded", "materialize", "region_max"};
+                         "recorded", "materialize", "region_max", "recipes", "kind_index"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if ((*objs[i] = get(cfg, names[i])) == NULL) return NULL;
   PyObject *arr = (PyObject *)T_Array, *nod = (PyObject *)T_Node;
@@ -437,6 +447,7 @@ static PyObject *lg_configure(PyObject *mod, PyObject *cfg) {
     return NULL;
   REGION_MAX = PyLong_AsSsize_t(REGION_MAX_OBJ);
   if (REGION_MAX < 0) return NULL;
+  if (!PyDict_CheckExact(RECIPES)) { PyErr_SetString(PyExc_TypeError, "configure: recipes"); return NULL; }
   PyObject *ad = PyDict_New(), *sd = PyDict_New();
   if (ad == NULL || sd == NULL) return NULL;
   for (PyMethodDef *m = ARRAY_METHODS; m->ml_name; m++) {
@@ -537,6 +548,7 @@ def _config() -> dict[str, Any]:
     from lazygraph import direct, writes
     from lazygraph.array import _FALLIBLE, Array, Scalar, Storage
     from lazygraph.recorders import binary_recorder
+    from ops import views
     from ops.base import REGISTRY
     from ops.node import HOST, Node
     from ops.views import materialize
@@ -567,6 +579,9 @@ def _config() -> dict[str, Any]:
         PYTHON.setdefault(f"arr_{dunder}", Array.__dict__[f"__{dunder}__"])
         cfg[f"arr_{dunder}"] = PYTHON[f"arr_{dunder}"]
     cfg["materialize"] = materialize
+    # materialize's memo of how each (view, base shape) is built: ("i", index) is `base[index]`
+    cfg["recipes"] = views._RECIPES
+    cfg["kind_index"] = sys.intern("i")
     cfg["region_max"] = direct.DIRECT_REGION_MAX
     return cfg
 

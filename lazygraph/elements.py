@@ -103,10 +103,15 @@ def scalar_inplace(op: str) -> Callable[[Scalar, Any], Array]:
         return f
     opdef = REGISTRY[op]
     rec = binary_recorder(op)
-    if opdef.sig_cache is None or opdef not in writes.FUSABLE or opdef in _FALLIBLE:
+    if opdef.sig_cache is None or opdef not in writes.FUSABLE:
         f = rec
     else:
         fn = _SCALAR_OPS.get(opdef.fn, opdef.fn)
+        # a held element computes with NumPy's scalar arithmetic whatever the operator (`**`
+        # too: NumPy's float32 scalar power rounds unlike its array power; an integer to a
+        # negative power raises, and the recorded path raises it); an unread element's recipe
+        # only for operators that cannot fail on data (a fallible node remembers the user's line)
+        recipes = opdef not in _FALLIBLE
 
         def f(self: Scalar, other: Any) -> Array:
             st = self._storage
@@ -127,7 +132,7 @@ def scalar_inplace(op: str) -> Callable[[Scalar, Any], Array]:
                     held = _held_op(self, fn, other)
                     if held is not None:
                         return held
-            elif t is _Element:
+            elif t is _Element and recipes:
                 pending = _pending_update(self, op, opdef, other)
                 if pending is not None:
                     return pending

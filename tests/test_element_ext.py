@@ -234,6 +234,34 @@ def test_row_update_errors_are_numpys():
     np.testing.assert_array_equal(i.numpy(), np.ones((3, 2)))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int64", "complex64"])
+def test_power_of_a_held_element_is_numpys_scalar_power(dtype):
+    """`a[i] **= k`: NumPy's scalar power (float32's rounds unlike its array power: 1.5 ** -3)."""
+    for k in (-3, 2, 0.5, np.float32(-1.5)):
+        want = np.array([1.5, 2, 3]).astype(dtype)
+        got = _evaluated(want.copy())
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for i in (0, -1):
+                    want[i] **= k
+            failed = None
+        except Exception as e:  # noqa: BLE001 (the error type is compared)
+            failed = type(e)
+        if failed is not None:  # an integer to a negative power: the recorded path raises it
+            with pytest.raises(failed), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for i in (0, -1):
+                    got[i] **= k
+                got.numpy()
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in (0, -1):
+                got[i] **= k
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{dtype} ** {k!r}")
+
+
 def test_errors_come_from_the_general_path():
     a = _evaluated(np.arange(3.0))
     with pytest.raises(IndexError):
