@@ -441,9 +441,9 @@ class Array:
                     f"{op}: setting an array element with a sequence (value of shape "
                     f"{fmt_shape(vnode.shape)} into a region of shape {fmt_shape(target)})"
                 )
-        if vnode.op is SCALAR or (isinstance(value, np.floating) and base.dtype.kind in "iu"):
+        if vnode.op is SCALAR or (isinstance(value, (np.floating, np.integer)) and base.dtype.kind in "iu"):
             # NumPy's checks on a scalar stored into this dtype (300 into int8, nan into int; a
-            # NumPy float scalar is checked like a Python float, a 0-d array is not)
+            # NumPy float or integer scalar is checked like a Python one, a 0-d array is not)
             try:
                 np.empty((), base.dtype)[()] = vnode.buffer if vnode.op is SCALAR else value
             except (TypeError, ValueError, OverflowError) as e:

@@ -270,6 +270,11 @@ def __setitem__(self, key: Any, value: Any) -> None:
             if _WANT_EXT[0]:
                 _want_ext()
             return  # written into the held buffer, as NumPy writes
+        if t is Scalar and type(value._storage) is _Held and self._storage.node.dtype.kind in "iu":
+            # a NumPy scalar stored into an integer array is checked (int8: 300, 343.0 and NaN
+            # raise), not cast as a 0-d array's value would be: the general path checks it so
+            # (no gradient flows into an integer array, so the element's node is not needed)
+            value = value._storage.val
         if (
             type(value) is Scalar
             and type(value._storage) is _Update

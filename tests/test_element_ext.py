@@ -95,7 +95,7 @@ def _loop(xp, dtype, iop, v):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for i in (0, -1, 2, -3):  # distinct elements (see the report on overflowing held scalars)
+            for i in (0, -1, 2, -4, 5):  # (-4 and 2, -1 and 5: the same element twice)
                 a[i] = iop(a[i], v)
                 if np.dtype(dtype).kind != "c":
                     got.append(float(a[i]))
@@ -260,6 +260,28 @@ def test_power_of_a_held_element_is_numpys_scalar_power(dtype):
             for i in (0, -1):
                 got[i] **= k
         np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{dtype} ** {k!r}")
+
+
+def test_numpy_scalars_into_integer_arrays_are_checked():
+    """NumPy raises for a NumPy scalar an integer array cannot hold; so must the write-back."""
+    for evaluated in (True, False):
+        for v in (np.int64(300), np.float64(343.0), np.float64("nan"), np.uint64(7), np.float32(2.7)):
+            want = np.zeros(3, np.int8)
+            got = lg.zeros(3, dtype="int8")
+            if evaluated:
+                got.numpy()
+            try:
+                want[0] = v
+            except Exception as e:  # noqa: BLE001 (the error type is compared)
+                with pytest.raises(type(e)):
+                    got[0] = v
+                continue
+            got[0] = v
+            np.testing.assert_array_equal(got.numpy(), want)
+    a = _evaluated(np.array([49, 1], dtype=np.int8))
+    with pytest.raises(OverflowError):
+        a[0] *= np.uint64(7)  # int8 49 * uint64 7 is float64 343.0: NumPy raises at the store
+        a[0] *= np.uint64(7)
 
 
 def test_errors_come_from_the_general_path():
