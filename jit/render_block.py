@@ -225,7 +225,9 @@ class VectorBlocks:
             self._open_r.pop()
             self.close_loop(self.nk + j, kept=False)
 
-    def leaf_buffer(self, st: int, vals: set[int], reds: list[int], b: str, m: str) -> list[int] | None:
+    def leaf_buffer(
+        self, st: int, vals: set[int], reds: list[int], b: str, m: str, size: int = LEAF
+    ) -> list[int] | None:
         """Reduction arguments of one pairwise block [b, b + m) computed into lg_x buffers.
 
         Returns the buffered values (None when the stage calls no vector math): the sums then
@@ -236,7 +238,7 @@ class VectorBlocks:
         li = self.nk + self.nr - 1
         args = sorted({self.spec.values[r].args[0] for r in reds} & vals)
         for a in args:
-            self.emit(f"{self.ct(self.spec.values[a].dtype)} lg_x{a}[{LEAF}];")
+            self.emit(f"{self.ct(self.spec.values[a].dtype)} lg_x{a}[{size}];")
         self._open_r.append(li)
         ids = sorted(vals)
         loads = {i: self.load_source(i) for i in ids if self.spec.values[i].kind == "load"}
