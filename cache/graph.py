@@ -350,7 +350,7 @@ class Graph:
                     order.append(node)
         entries: list[tuple] = []
         for n in order:
-            ins = tuple(index[id(c)] for c in n.inputs)
+            ins = tuple(map(index.__getitem__, map(id, n.inputs)))  # in C: no generator frame
             if n.leaf:
                 entries.append(("leaf", n.src))
             elif n.output is not None:
