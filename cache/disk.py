@@ -114,11 +114,20 @@ def check_schema(payload: dict) -> None:
 class DiskStore:
     """Entries under `root/graphs`, run logs under `root/runs` (kernels: jit/store.py)."""
 
-    def __init__(self, root: Path, version: str, limit: int = DEFAULT_LIMIT, report: Callable | None = None):
+    def __init__(
+        self,
+        root: Path,
+        version: str | Callable[[], str],
+        limit: int = DEFAULT_LIMIT,
+        report: Callable | None = None,
+    ):
         self.root = Path(root)
         self.graphs = self.root / storage.GRAPHS
         self.runs = self.root / storage.RUNS
-        self.version = version
+        # the library version tag, or what computes it on first use (hashing the sources costs
+        # milliseconds: a miss in a store that lists no entry never needs it)
+        self._version = version
+        self.passes: str | None = None  # the engine's pass fingerprint in the tag (engine/state.py)
         self.limit = limit  # bytes, shared with the compiled kernels under the same root
         self.report = report or (lambda msg: None)
         self._reported: set[str] = set()
@@ -126,6 +135,14 @@ class DiskStore:
         #: (None: read them again at the next look); see `_absent`
         self._names: frozenset[str] = frozenset()
         self._stamp: tuple | None = None
+
+    @property
+    def version(self) -> str:
+        """The library version tag that entries are written and read under."""
+        v = self._version
+        if not isinstance(v, str):
+            v = self._version = v()
+        return v
 
     def path_for(self, text: str) -> Path:
         """The file of a key (as JSON) in this library version."""
@@ -199,6 +216,11 @@ class DiskStore:
         """
         try:
             st = os.stat(self.graphs)
+        except FileNotFoundError:
+            return True  # no entry was ever written here (the first save creates it, checked)
+        except OSError:
+            return False
+        try:
             stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
             if stamp != self._stamp:
                 names = frozenset(os.listdir(self.graphs))

@@ -93,3 +93,19 @@ def test_a_settled_listing_is_read_once_until_the_directory_changes(cache_dir, m
     (graphs / "x.tmp").write_bytes(b"")  # the directory changes: listed again
     assert store._absent(text)
     assert len(reads) == 2
+
+
+def test_a_first_miss_in_a_fresh_store_leaves_the_source_hash_alone(cache_dir, monkeypatch):
+    """The sources' hash (milliseconds) is computed when an entry is written, not to look one up."""
+    monkeypatch.setattr(ENGINE, "_disk", None)
+    monkeypatch.setattr(ENGINE, "_version", None)
+    hashed = []
+    real = storage.version_tag
+    monkeypatch.setattr(storage, "version_tag", lambda *a: (hashed.append(1), real(*a))[1])
+    store = ENGINE.disk_store()
+    found, corrupt = store.load(
+        (1,), ((("<S>", "int"),), (0,)), Entry((1,), ((("<S>", "int"),), (0,))).json, None
+    )
+    assert found is None and not corrupt and not hashed  # no graphs directory: nothing to read
+    np.testing.assert_allclose(program(2), expected(2))  # the miss writes its entry: hashed once
+    assert len(hashed) == 1 and ENGINE.disk_store().version.endswith(store.passes)
