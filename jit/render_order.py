@@ -169,9 +169,8 @@ class OrderedStages:
     ) -> None:
         """The pairwise sum of [start, start + n) over the innermost reduced loop; `out` stores it.
 
-        Leaves are taken GROUP at a time; a group of equally long leaves (adjacent, so one range
-        of GROUP * lg_n elements) is summed interleaved, GROUP independent accumulator chains
-        instead of one; each leaf's sum then enters the recursion's stack in order, as alone.
+        Leaves come GROUP at a time from the recursion (`_leaves`); each leaf's sum then enters
+        the recursion's stack in order, with its pending combinations, as it would alone.
         """
         self.emit("{")
         self.depth += 1
@@ -180,114 +179,98 @@ class OrderedStages:
             self.emit(f"{self.acc_type(r)} lg_v{r}[64];")
         self.emit(f"lg_pw_init(&lg_it, {start}, {n}, {LEAF});")
         group = GROUP if simd else 1
-        if group > 1:
-            self.emit(f"int64_t lg_gb[{group}], lg_gn[{group}]; int lg_gc[{group}], lg_gk;")
-            self.emit("for (;;) {")
-            self.depth += 1
-            self.emit("lg_gk = 0;")
-            self.emit(
-                f"while (lg_gk < {group} && lg_pw_next(&lg_it, &lg_gb[lg_gk], &lg_gn[lg_gk], &lg_gc[lg_gk])) lg_gk++;"
-            )
-            self.emit("if (!lg_gk) break;")
-            self.emit(f"if (lg_gk == {group}) {{")
-            self.depth += 1
-            self.emit(f"lg_b = lg_gb[0]; lg_n = lg_gb[{group - 1}] + lg_gn[{group - 1}] - lg_b;")
-            self.emit("{")
-            self.depth += 1
-            starts = [f"lg_gb[{h}]" for h in range(group)]
-            lens = [f"lg_gn[{h}]" for h in range(group)]
-            self._leaves(st, vals, reds, adds, starts, lens, True)
-            for h in range(group):
-                for r in adds:
-                    self.emit(f"lg_v{r}[lg_sp] = lg_l{r}_{h};")
-                self.emit(f"lg_sp++; lg_c = lg_gc[{h}];")
-                self._close_pending(adds, "lg_v", "lg_c")
-            self.depth -= 1
-            self.emit("}")
-            self.depth -= 1
-            self.emit("} else {")
-            self.depth += 1
-            self.emit("for (int lg_h = 0; lg_h < lg_gk; lg_h++) {")
-            self.depth += 1
-            self.emit("lg_b = lg_gb[lg_h]; lg_n = lg_gn[lg_h]; lg_c = lg_gc[lg_h];")
-        else:
-            self.emit("while (lg_pw_next(&lg_it, &lg_b, &lg_n, &lg_c)) {")
-            self.depth += 1
-        self.emit("{")
+        self.emit(f"int64_t lg_gb[{group}], lg_gn[{group}]; int lg_gc[{group}], lg_gk;")
+        self.emit("for (;;) {")
         self.depth += 1
-        self._leaves(st, vals, reds, adds, ["lg_b"], ["lg_n"], simd)
-        for r in adds:
-            self.emit(f"lg_v{r}[lg_sp] = lg_l{r}_0;")
+        self.emit("lg_gk = 0;")
+        self.emit(
+            f"while (lg_gk < {group} && lg_pw_next(&lg_it, &lg_gb[lg_gk], &lg_gn[lg_gk], &lg_gc[lg_gk])) lg_gk++;"
+        )
+        self.emit("if (!lg_gk) break;")
+        self.emit("lg_b = lg_gb[0]; lg_n = lg_gb[lg_gk - 1] + lg_gn[lg_gk - 1] - lg_b;")
+        self._leaves(st, vals, reds, adds, group, simd)
         self.depth -= 1
         self.emit("}")
-        self.emit("lg_sp++;")
-        self._close_pending(adds, "lg_v", "lg_c")
-        self.depth -= 1
-        self.emit("}")
-        if group > 1:
-            self.depth -= 1
-            self.emit("}")
-            self.depth -= 1
-            self.emit("}")
         for r in adds:
             self.emit("if (lg_sp) " + out.format(r=r, v=f"lg_v{r}[0]"))
         self.depth -= 1
         self.emit("}")
 
     def _leaves(
-        self,
-        st: int,
-        vals: set[int],
-        reds: list[int],
-        adds: list[int],
-        starts: list[str],
-        lens: list[str],
-        simd: bool,
+        self, st: int, vals: set[int], reds: list[int], adds: list[int], group: int, simd: bool
     ) -> None:
-        """Adjacent pairwise blocks [starts[h], starts[h] + lens[h]): their sums into lg_l{r}_{h}.
+        """The lg_gk adjacent pairwise blocks lg_gb[h] + [0, lg_gn[h]), covering [lg_b, lg_b + lg_n).
 
-        The blocks together cover [lg_b, lg_b + lg_n). Each keeps its own 8 accumulators (one
-        8-lane vector: lane j adds elements j, j + 8, ... of the block, NumPy's order) and adds
-        its elements in its own order, so every block's sum has the bits it has alone: the
-        groups of 8 all blocks have are added side by side (independent chains), then each
-        block's further groups and its tail. Values are computed by an `omp simd` loop of 8
-        into a small array that the vector adds (accumulators indexed by the lane were not
-        kept in registers by gcc once several blocks were open).
+        Each block keeps its own 8 accumulators (one 8-lane vector: lane j adds elements j,
+        j + 8, ... of the block, NumPy's order) and adds its elements in its own order, so every
+        block's sum has the bits it has alone. When a full group is there, the groups of 8 that
+        all its blocks have are added side by side (independent chains); then, block by block,
+        its further groups of 8, its tail, and its sum onto the recursion's stack. Values are
+        computed by an `omp simd` loop of 8 into a small array that the vector adds
+        (accumulators indexed by the lane were not kept in registers by gcc once several blocks
+        were open).
         """
         li = self.nk + self.nr - 1
-        group = len(starts)
         self._prefetch_next("lg_b", "lg_n")
         buffered = self.leaf_buffer(st, vals, reds, "lg_b", "lg_n", group * LEAF)
         for r in adds:
             t = self.acc_type(r)
             self.emit(f"typedef {t} lg_a8_{r} __attribute__((vector_size(8 * sizeof({t}))));")
-            for h in range(group):
-                self.emit(f"{t} lg_l{r}_{h}; lg_a8_{r} lg_r{r}_{h} = {{0}};")
-        for h, m in enumerate(lens):
-            self.emit(f"const int64_t lg_m8_{h} = {m} < 8 ? 0 : {m} - {m} % 8;")
+            self.emit(f"lg_a8_{r} lg_ra{r}[{group}];")
+        self.emit("int64_t lg_mm = 0;")
         if group > 1:
-            self.emit("int64_t lg_mm = lg_m8_0;")
-            for h in range(1, group):
-                self.emit(f"if (lg_m8_{h} < lg_mm) lg_mm = lg_m8_{h};")
-            self._groups(st, vals, reds, adds, buffered, starts, list(range(group)), "0", "lg_mm", simd)
-            for h in range(group):
-                self._groups(st, vals, reds, adds, buffered, starts, [h], "lg_mm", f"lg_m8_{h}", simd)
-        else:
-            self._groups(st, vals, reds, adds, buffered, starts, [0], "0", "lg_m8_0", simd)
-        for h, (b, m) in enumerate(zip(starts, lens)):
             for r in adds:
-                a = [f"lg_r{r}_{h}[{j}]" for j in range(8)]
-                tree = f"(({a[0]} + {a[1]}) + ({a[2]} + {a[3]})) + (({a[4]} + {a[5]}) + ({a[6]} + {a[7]}))"
-                self.emit(f"lg_l{r}_{h} = lg_m8_{h} ? {tree} : 0;")
-            self.emit(f"for (int64_t i{li} = {b} + lg_m8_{h}; i{li} < {b} + {m}; i{li}++) {{")
+                for h in range(group):
+                    self.emit(f"lg_a8_{r} lg_r{r}_{h} = {{0}};")
+            self.emit(f"if (lg_gk == {group}) {{")
             self.depth += 1
-            self._open_r.append(li)
-            self._leaf_values(st, vals, buffered, "lg_b")
-            for r in reds:
-                self.emit(self._add_into(r, f"lg_l{r}_{h}") if r in adds else self.update(r))
-            self._open_r.pop()
+            self.emit("lg_mm = lg_gn[0] - lg_gn[0] % 8;")
+            for h in range(1, group):
+                self.emit(f"if (lg_gn[{h}] - lg_gn[{h}] % 8 < lg_mm) lg_mm = lg_gn[{h}] - lg_gn[{h}] % 8;")
+            self._groups(
+                st,
+                vals,
+                reds,
+                adds,
+                buffered,
+                [(str(h), f"lg_gb[{h}]") for h in range(group)],
+                "0",
+                "lg_mm",
+                simd,
+            )
             self.depth -= 1
             self.emit("}")
+            for r in adds:
+                for h in range(group):
+                    self.emit(f"lg_ra{r}[{h}] = lg_r{r}_{h};")
+        else:
+            for r in adds:
+                self.emit(f"lg_ra{r}[0] = (lg_a8_{r}){{0}};")
+        self.emit("for (int lg_h = 0; lg_h < lg_gk; lg_h++) {")
+        self.depth += 1
+        self.emit("const int64_t lg_hb = lg_gb[lg_h], lg_hn = lg_gn[lg_h], lg_m8 = lg_hn - lg_hn % 8;")
+        for r in adds:
+            self.emit(f"lg_a8_{r} lg_r{r}_x = lg_ra{r}[lg_h];")
+        self._groups(st, vals, reds, adds, buffered, [("x", "lg_hb")], "lg_mm", "lg_m8", simd)
+        for r in adds:
+            a = [f"lg_r{r}_x[{j}]" for j in range(8)]
+            tree = f"(({a[0]} + {a[1]}) + ({a[2]} + {a[3]})) + (({a[4]} + {a[5]}) + ({a[6]} + {a[7]}))"
+            self.emit(f"{self.acc_type(r)} lg_l{r} = lg_m8 ? {tree} : 0;")
+        self.emit(f"for (int64_t i{li} = lg_hb + lg_m8; i{li} < lg_hb + lg_hn; i{li}++) {{")
+        self.depth += 1
+        self._open_r.append(li)
+        self._leaf_values(st, vals, buffered, "lg_b")
+        for r in reds:
+            self.emit(self._add_into(r, f"lg_l{r}") if r in adds else self.update(r))
+        self._open_r.pop()
+        self.depth -= 1
+        self.emit("}")
+        for r in adds:
+            self.emit(f"lg_v{r}[lg_sp] = lg_l{r};")
+        self.emit("lg_sp++; lg_c = lg_gc[lg_h];")
+        self._close_pending(adds, "lg_v", "lg_c")
+        self.depth -= 1
+        self.emit("}")
 
     def _groups(
         self,
@@ -296,25 +279,24 @@ class OrderedStages:
         reds: list[int],
         adds: list[int],
         buffered: list[int] | None,
-        starts: list[str],
-        blocks: list[int],
+        blocks: list[tuple[str, str]],
         lo: str,
         hi: str,
         simd: bool,
     ) -> None:
-        """Groups of 8 at offsets [lo, hi) of each of `blocks`, added side by side."""
+        """Groups of 8 at offsets [lo, hi) of each block (accumulator suffix, start), side by side."""
         li = self.nk + self.nr - 1
         others = [r for r in reds if r not in adds]
         self.emit(f"for (int64_t lg_k = {lo}; lg_k < {hi}; lg_k += 8) {{")
         self.depth += 1
-        for h in blocks:
+        for h, start in blocks:
             for r in adds:
                 self.emit(f"{self.acc_type(r)} lg_t{r}_{h}[8];")
             if simd:
                 self.emit("#pragma omp simd" + self.reduction_clause(others))
             self.emit("for (int lg_j = 0; lg_j < 8; lg_j++) {")
             self.depth += 1
-            self.emit(f"const int64_t i{li} = {starts[h]} + lg_k + lg_j;")
+            self.emit(f"const int64_t i{li} = {start} + lg_k + lg_j;")
             self._open_r.append(li)
             self._leaf_values(st, vals, buffered, "lg_b")
             for r in reds:
