@@ -70,7 +70,9 @@ def wants_columns(spec: Spec, layout: Layout) -> bool:
     if not movers or not all(layout.unit[ai][k] for ai in movers):
         return False
     read = {v.index for v in spec.values if v.kind == "load" and spec.full(v)}
-    strided = [ai for ai in read if layout.moves[ai][inner]]
+    # An input broadcast along the kept axis (trend[:, None]) is read once per row whatever
+    # the loop order: it must not veto column blocks that the other inputs need.
+    strided = [ai for ai in read if layout.moves[ai][inner] and layout.moves[ai][k]]
     return bool(strided) and not any(layout.unit[ai][inner] for ai in strided)
 
 

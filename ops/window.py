@@ -246,7 +246,7 @@ def avg_pool2d_forward(x: np.ndarray, k: Pair, s: Pair, p: Pair, count_include_p
         if count_include_pad:
             np.divide(sums, k[0] * k[1], out=sums)
     if not count_include_pad:
-        sums = sums / _real_counts((h, w), k, s, p, acc)
+        sums = sums / xp.asarray(_real_counts((h, w), k, s, p, acc))
     return xp.ascontiguousarray(sums, dtype=out)
 
 

@@ -173,6 +173,7 @@ def _programs() -> list[Callable[[], Any]]:
         lambda: [lg.sum(A(i), axis=0), lg.mean(A(u)), lg.var(A(x), ddof=1), lg.prod(A(b), axis=1)],
         lambda: [lg.sort(A(i), axis=None), lg.unique(A(nanx), equal_nan=False)],
     ]
+    progs.append(lambda: (A(x)[A(b)].sum(), A(c)[A(b[:, 0])].sum(axis=0)))  # masked_sum
     return progs
 
 
