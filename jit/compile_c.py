@@ -194,9 +194,9 @@ def available() -> bool:
 # though, puts a futex wake on every kernel's critical path: the master waits for the last
 # worker at the loop's end barrier asleep, and on this VM waking it cost as much as the work
 # (a 1024 x 1024 softmax took 0.67 ms instead of 0.37 on two threads). So threads spin for
-# SPIN_COUNT iterations (libgomp counts about 100 a microsecond: ~10-20 us) before sleeping.
+# SPIN_COUNT iterations (libgomp counts about 100 a microsecond: ~10 us) before sleeping.
 # libgomp reads both when the first kernel library loads it; a user's own setting of either wins.
-SPIN_COUNT = 2000
+SPIN_COUNT = 1000
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
