@@ -145,12 +145,15 @@ def walk(roots: Sequence[Node]) -> Walk:
         w._refs = t.refs
         w.template = t
         return w
+    # no template under the recorded hint: a new structure, or hints gone stale (an input
+    # evaluated after its consumer was recorded). The full walk recomputes every hint as it
+    # numbers the nodes (one pass, where recomputing the hints first and looking again was a
+    # pass more on every new structure), and its template is filed under both hints.
     w = full_walk(roots)
     if w.cacheable and w.interior:
-        if h is None:
-            h = template.roots_hint(roots)
-        if h is not None:
-            template.remember(h, w.key, w.roots, *w._parse(), w.interior)
+        fresh = template.roots_hint(roots)
+        if fresh is not None:
+            template.remember(h, fresh, w.key, w.roots, *w._parse(), w.interior)
     return w
 
 
@@ -158,8 +161,9 @@ def full_walk(roots: Sequence[Node]) -> Walk:
     """The full walk: one iterative depth-first pass numbering nodes and building the flat key.
 
     The flat key holds, per slot: the local id; for a buffer its alias slot; for an
-    operation its number of inputs and their slots. Then -1 and the root slots. Nodes
-    without a hint get one here, inputs first.
+    operation its number of inputs and their slots. Then -1 and the root slots. Every
+    operation's hint is recomputed here from its inputs' (inputs first); a leaf without one
+    gets its own.
     """
     w = Walk()
     nodes, interior = w.nodes, w.interior
@@ -225,8 +229,9 @@ def full_walk(roots: Sequence[Node]) -> Walk:
                     if i is None:
                         i = kid_of(node)
                     inputs = node.inputs
-                    if node.h is None:
-                        node.h = hash((i, *[c.h for c in inputs]))
+                    # recomputed even when set: a hint recorded before an input was evaluated
+                    # is stale (the inputs' hints are this walk's: inputs come first)
+                    node.h = hash((i, *[c.h for c in inputs]))
                     if i < 0:  # evaluated without the cache; the token only names it
                         i = intern((node.op.name, dtype_str(node.dtype), shape_class(node.shape), ("?",)))
                         w.cacheable = False

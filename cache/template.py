@@ -18,7 +18,7 @@ from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts, rehint
+from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts
 from cache.tmatch import MAX_SLOTS, SLOW, compile_matcher
 from ops.node import Node
 
@@ -235,11 +235,10 @@ def roots_hint(roots: Sequence[Node]) -> int | None:
 _ROOTS_HINT = roots_hint
 
 
-def find(roots: Sequence[Node]) -> tuple[Any, Template | None, list[Node] | None]:
-    """(roots' hint, the template this graph matches and its nodes by slot), or Nones.
+def find(roots: Sequence[Node]) -> tuple[int | None, Template | None, list[Node] | None]:
+    """(roots' hint as recorded, the template this graph matches and its nodes by slot), or Nones.
 
-    Without a match, the hint is a pair (as recorded, as recomputed) when the recorded one was
-    stale: `remember` files the full walk's template under both. The common case calls nothing written in Python but the compiled matcher: on this path a
+    The common case calls nothing written in Python but the compiled matcher: on this path a
     function call costs microseconds with the caches cold from the previous step's run.
     """
     hints = tuple(map(_HINT, roots))
@@ -248,12 +247,6 @@ def find(roots: Sequence[Node]) -> tuple[Any, Template | None, list[Node] | None
     else:
         h = hash(hints)  # the same hash as roots_hint's
     found = _templates.get(h) if h is not None else None
-    stale = None  # the roots' hint as recorded, when it named nothing and a fresh one was computed
-    if found is None and h is not None and _templates:
-        stale = h
-        rehint(roots)  # hints from recording may predate evaluations of their inputs
-        h = roots_hint(roots)
-        found = _templates.get(h) if h is not None else None
     if found is not None:
         for t in found:
             fast = t.fast
@@ -269,25 +262,45 @@ def find(roots: Sequence[Node]) -> tuple[Any, Template | None, list[Node] | None
             if nodes is not None:
                 if found[0] is not t:
                     _templates[h] = [t, *[x for x in found if x is not t]]
-                if stale is not None and stale != h and t.stale != stale:
-                    # the same history recurs (a loop whose inputs are evaluated after their
-                    # consumers were recorded): next time the recorded hint finds the template
-                    # at once, without recomputing every hint (1 us a node)
-                    _file_stale(t, stale)
                 return h, t, nodes
-    return (stale, h) if stale is not None and h is not None and stale != h else h, None, None
+    return h, None, None
 
 
-def remember(h: Any, key: tuple, roots: tuple, ids: list[int], edges: list[Any], interior: list[int]) -> None:
-    """Offer a full walk's numbering to later evaluations whose roots have the hint `h` (or
-    either hint of a pair from `find`: a loop that evaluates an input after recording its
-    consumer finds the template under the recorded hint from the next round on)."""
-    t = Template(key, roots, ids, edges, interior)
-    if type(h) is tuple:
-        _offer(h[1], t)
-        _file_stale(t, h[0])
+def remember(
+    recorded: int | None,
+    fresh: int,
+    key: tuple,
+    roots: tuple,
+    ids: list[int],
+    edges: list[Any],
+    interior: list[int],
+) -> Template:
+    """File a full walk's numbering under the roots' hint as the walk recomputed it (`fresh`),
+    and under the hint they had as recorded when it differs (a stale one: an input was
+    evaluated after its consumer was recorded).
+
+    A template of the same key already filed under `fresh` is reused: a loop whose recorded
+    hints go stale every round walks in full once, then finds its template under the recorded
+    hint (the same history gives the same stale hint) and never makes another one.
+    """
+    t = next((x for x in _templates.get(fresh, ()) if x.key == key), None)
+    if t is None:
+        t = Template(key, roots, ids, edges, interior)
+        _offer(fresh, t)
+    if recorded is not None and recorded != fresh and t.stale != recorded:
+        _file_stale(t, recorded)
+    return t
+
+
+def _offer(h: int, t: Template) -> None:
+    """File `t` first under the hint `h` (replacing a template of the same key there)."""
+    found = _templates.get(h)
+    if found is None:
+        if len(_templates) >= _MAX:
+            _templates.clear()
+        _templates[h] = [t]
     else:
-        _offer(h, t)
+        _templates[h] = [t, *[x for x in found if x.key != t.key][: _PER_HINT - 1]]
 
 
 def _file_stale(t: Template, stale: int) -> None:
@@ -304,17 +317,6 @@ def _file_stale(t: Template, stale: int) -> None:
                 del _templates[old]
     t.stale = stale
     _offer(stale, t)
-
-
-def _offer(h: int, t: Template) -> None:
-    """File `t` first under the hint `h` (replacing a template of the same key there)."""
-    found = _templates.get(h)
-    if found is None:
-        if len(_templates) >= _MAX:
-            _templates.clear()
-        _templates[h] = [t]
-    else:
-        _templates[h] = [t, *[x for x in found if x.key != t.key][: _PER_HINT - 1]]
 
 
 def clear() -> None:

@@ -2,8 +2,8 @@
 
 A loop that evaluates an input after recording its consumer (conjugate gradient's solution
 update reads the step size that the convergence check evaluates) leaves the consumer's
-recorded hint stale; the template found after recomputing the hints is filed under the
-recorded hint too, so later rounds skip the recomputation. Large templates compile their
+recorded hint stale; the full walk recomputes the hints and its template is filed under the
+recorded hint too, so later rounds find it at once. Large templates compile their
 matcher after more uses (`template.compile_after`). Every key is compared with the full walk's.
 """
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
+from cache import key as keymod
 from cache import template
 from cache.key import full_walk, walk
 
@@ -36,11 +37,12 @@ def exact(roots: list) -> tuple:
     return w.key
 
 
-def test_stale_recorded_hint_finds_its_template_without_rehinting(monkeypatch):
+def test_stale_recorded_hint_finds_its_template_without_walking(monkeypatch):
     """x += alpha * p recorded, alpha evaluated by the check, x evaluated at the end."""
-    rehints = []
-    real = template.rehint
-    monkeypatch.setattr(template, "rehint", lambda roots: (rehints.append(1), real(roots)))
+    walks = []
+    real = keymod.full_walk
+    monkeypatch.setattr(keymod, "full_walk", lambda roots: (walks.append(len(roots)), real(roots))[1])
+    rehints = walks
     rng = np.random.default_rng(3)
     p0, r0 = rng.normal(size=7), rng.normal(size=7)
     for rnd in range(4):
@@ -56,7 +58,7 @@ def test_stale_recorded_hint_finds_its_template_without_rehinting(monkeypatch):
         exact([x.node])
         np.testing.assert_allclose(x.numpy(), xn, rtol=1e-12)
         if rnd >= 2:  # the template is filed under the recorded hint: found at once
-            assert not rehints, f"round {rnd} recomputed hints"
+            assert not rehints, f"round {rnd} walked in full"
 
 
 def test_stale_hints_that_change_every_round_file_nothing_more():
