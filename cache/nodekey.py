@@ -14,7 +14,6 @@ proposes a template (cache/template.py); it never decides a key.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -189,33 +188,3 @@ def leaf_parts(node: Node, buf: Any) -> tuple[bool, int, int]:
     c = (static, _leaf_id(node, buf) if i is None else i, id(root))
     node.kid = c
     return c
-
-
-def rehint(roots: Sequence[Node]) -> None:
-    """Recompute the hints of every unevaluated node behind `roots` from their inputs as they are now.
-
-    A hint is computed when its node is recorded; an input evaluated since then (a training
-    loop's loss evaluation realizes the residual that the pending weight update reads) makes
-    the consumer's hint describe a history that is gone, so it would never find its template.
-    One pass, inputs first, without recursion (chains may be long).
-    """
-    done: set[int] = set()
-    stack = [(r, False) for r in roots]
-    while stack:
-        n, ready = stack.pop()
-        if id(n) in done:
-            continue
-        if n.buffer is not None:
-            done.add(id(n))
-            if n.h is None:
-                hint_of(n)
-            continue
-        if not ready:
-            stack.append((n, True))
-            stack.extend((c, False) for c in n.inputs if id(c) not in done)
-            continue
-        done.add(id(n))
-        k = n.kid
-        if k is None:
-            k = kid_of(n)
-        n.h = hash((k, *[c.h for c in n.inputs]))
