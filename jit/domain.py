@@ -58,11 +58,32 @@ def _ufunc_loop(node: Node) -> tuple[np.dtype, ...] | None:
     if len(set(ins)) != 1:
         return None  # mixed int64/uint64 comparison loops have no single C type
     if weak_int and loop[-1] == np.bool_ and ins[0].kind in "iu":
-        # NumPy compares Python ints by value (int8 < 1000 is True): compare in int64.
+        # NumPy compares Python ints by value (int8 < 1000 is True): compare in a type that
+        # holds the array's range plus one on each side; weak_compare_bounds clamps the int.
         if ins[0] == np.uint64:
             return None
-        return (np.dtype(np.int64),) * fn.nin
+        wide = np.int16 if ins[0].itemsize == 1 else np.int32 if ins[0].itemsize == 2 else np.int64
+        return (np.dtype(wide),) * fn.nin
     return ins
+
+
+def weak_compare_bounds(node: Node) -> tuple[int, int] | None:
+    """(lo, hi) to clamp a Python int compared with a 1- or 2-byte integer array, else None.
+
+    Clamping the int to the array dtype's range widened by one keeps every comparison's
+    answer and lets the loop compare in int16/int32 instead of int64 (a uint8 grid compared
+    with 3 widened each vector 8x).
+    """
+    fn = getattr(node.op, "fn", None)
+    if node.dtype != np.bool_ or not isinstance(fn, np.ufunc) or node.op.jit_loop != "ufunc":
+        return None
+    arrays = [n.dtype for n in node.inputs if not is_weak_scalar(n)]
+    if not arrays or any(d.kind not in "iu" or d.itemsize > 2 for d in arrays):
+        return None
+    if not any(is_weak_scalar(n) and type(n.buffer) is int for n in node.inputs):
+        return None
+    info = [np.iinfo(d) for d in arrays]
+    return min(int(i.min) for i in info) - 1, max(int(i.max) for i in info) + 1
 
 
 def template(node: Node) -> tuple[str, tuple[np.dtype, ...]]:

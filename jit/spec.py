@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jit import types
-from jit.domain import Domain, NotFusable, reduced_axes_attr, template
+from jit.domain import Domain, NotFusable, reduced_axes_attr, template, weak_compare_bounds
 from ops.base import is_weak_scalar
 from ops.node import Node
 
@@ -108,6 +108,11 @@ class _Lowering:
             return a
         return self.val(Val("elem", np.dtype(dtype), (a,), "{0}", (np.dtype(dtype),)))
 
+    def _clamp(self, a: int, bounds: tuple[int, int]) -> int:
+        lo, hi = bounds  # a loop-invariant int64 value: the compiler hoists it
+        expr = f"({{0}} < {lo}LL ? {lo}LL : {{0}} > {hi}LL ? {hi}LL : {{0}})"
+        return self.val(Val("elem", np.dtype(np.int64), (a,), expr, (np.dtype(np.int64),)))
+
     def reduce(self, desc: dict, dtype: np.dtype, arg: int, center: int = -1, ddof: float = 0) -> int:
         acc = types.acc_dtype(dtype)
         if desc["combine"] in ("or", "and"):
@@ -139,11 +144,18 @@ class _Lowering:
         args = [self.of[id(c)] for c in node.inputs]
         if node.op.kind == "elementwise":
             tpl, loop = template(node)
+            bounds = weak_compare_bounds(node)
+            if bounds is not None and loop and loop[0] != np.int64:
+                args = [self._clamp(a, bounds) if _weak_int(c) else a for a, c in zip(args, node.inputs)]
             tdt = node.dtype if node.op.jit_loop == "convert" else loop[-1]
             expr = _fmt(tpl, tdt, node.dtype, node.attrs)
             return self.val(Val("elem", node.dtype, tuple(args), expr, loop))
         (x,) = args
         return self.reduce(node.op.jit_reduce, node.dtype, x, ddof=float(node.attrs.get("ddof") or 0))
+
+
+def _weak_int(n: Node) -> bool:
+    return is_weak_scalar(n) and type(n.buffer) is int
 
 
 def _literal(value: bool | int | float) -> str:

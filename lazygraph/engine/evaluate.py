@@ -90,6 +90,18 @@ def _variant() -> str | None:
     return None if search == "taso" and cost == "analytic" else f"superopt:{search}:{cost}"
 
 
+def _jit_variant() -> str | None:
+    """The JIT's settings when they are not the defaults (None): a plan fused and compiled under
+    LAZYGRAPH_JIT=1 is not the plan of LAZYGRAPH_JIT=0 (replayed, it made "JIT on" and "JIT off"
+    in one process run the same plan), nor of another size threshold or fast math."""
+    s = SETTINGS
+    if not s.jit:
+        return "nojit"
+    if s.jit_min_size != 1 or s.fast_math:
+        return f"jit:{s.jit_min_size}:{int(s.fast_math)}"
+    return None
+
+
 def _memory_key(w: Walk, opt: bool, sched: bool, dev: str = HOST) -> tuple:
     """The in-process key, marked when the optimizer or planner is off or set otherwise, or the
     device not the host."""
@@ -97,6 +109,8 @@ def _memory_key(w: Walk, opt: bool, sched: bool, dev: str = HOST) -> tuple:
     key = key if sched else (*key, -3)
     v = _variant() if opt else None
     key = key if v is None else (*key, v)
+    j = _jit_variant()
+    key = key if j is None else (*key, j)
     return key if dev is HOST else (*key, f"device:{dev}")
 
 
@@ -106,6 +120,8 @@ def _structural(w: Walk, opt: bool, sched: bool, dev: str = HOST) -> tuple:
     skey = skey if sched else (*skey, "nosched")
     v = _variant() if opt else None
     skey = skey if v is None else (*skey, v)
+    j = _jit_variant()
+    skey = skey if j is None else (*skey, j)
     return skey if dev is HOST else (*skey, f"device:{dev}")
 
 
@@ -226,8 +242,9 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     if verbose >= 3:
         debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
     mode, opt, sched = SETTINGS.cache, SETTINGS.optimize, SETTINGS.schedule
-    cfg = SETTINGS  # the default superoptimizer settings (`_variant() is None`), inline
+    cfg = SETTINGS  # the default superoptimizer and JIT settings (both variants None), inline
     plain = opt and sched and dev is HOST and cfg.superopt and cfg.superopt_search == "taso"
+    plain = plain and cfg.jit and cfg.jit_min_size == 1 and not cfg.fast_math
     key = w.key if plain and cfg.superopt_cost == "analytic" else _memory_key(w, opt, sched, dev)
     entry = None
     talks = None
