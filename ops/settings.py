@@ -166,6 +166,11 @@ FIELDS: dict[str, Field] = {
         _switch(True),
         "keep freed array memory mapped for reuse (glibc: no trimming, 32 MB mmap threshold; 0 leaves malloc as it is)",
     ),
+    "gc_freeze": Field(
+        "LAZYGRAPH_GC_FREEZE",
+        _switch(True),
+        "take the objects alive after import out of the cyclic collector's scans (gc.freeze; 0 leaves the collector as it is)",
+    ),
     "jit_min_size": Field(
         "LAZYGRAPH_JIT_MIN_SIZE",
         _num(1, minimum=0, integer=True),

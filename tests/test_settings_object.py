@@ -92,3 +92,19 @@ def test_every_field_has_a_variable_and_a_meaning():
     for name, field in FIELDS.items():
         assert field.env and field.doc, name
         getattr(SETTINGS, name)  # parses with the test environment
+
+
+def test_gc_freeze_is_a_process_policy_that_can_be_turned_off() -> None:
+    """`import lazygraph` freezes the objects alive then (gc.freeze) unless LAZYGRAPH_GC_FREEZE=0."""
+    import subprocess
+    import sys
+
+    code = "import gc, lazygraph; print(gc.get_freeze_count())"
+    counts = []
+    for value in ("1", "0"):
+        env = dict(os.environ, LAZYGRAPH_GC_FREEZE=value)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        counts.append(int(out.stdout.split()[-1]))
+    assert counts[0] > 1000 and counts[1] == 0

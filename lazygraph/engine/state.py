@@ -28,6 +28,7 @@ from lazygraph.engine import compile as compiler
 from lazygraph.engine.lower_fusion import RegionKernels
 from lazygraph.engine.threads import Claims
 from ops import storage
+from ops.settings import SETTINGS
 from optimizer.registry import Pass
 
 
@@ -149,8 +150,10 @@ def freeze_imported() -> None:
     first calls (heat's 52-117 ms, of which 15-49 ms were that collection). Frozen objects are
     still freed by reference counting; only a reference cycle among them, once garbage, is
     never collected: they are what the import created, before any user data.
+    `LAZYGRAPH_GC_FREEZE=0` leaves the collector as it is.
     """
-    gc.freeze()
+    if SETTINGS.gc_freeze:
+        gc.freeze()
 
 
 freeze_imported()  # at import, before the user's objects exist
