@@ -199,7 +199,8 @@ class Program:
     def _lean(self, keep: set[int], layout: Layout | None) -> list | None:
         """`_run`'s steps for `run_lean` when none needs more than a call (None otherwise).
 
-        A lean step writes into no evaluated buffer or dying input and computes one value; an
+        A lean step writes into no evaluated buffer or dying input; a step with several outputs
+        (a fused region) stores its further values as `run` does (`_further`, same checks). An
         operator whose kernel only forwards to its NumPy function calls that function directly.
         A step the layout writes into a freed buffer allocates instead while its value is at
         most `LEAN_REUSE_BYTES` (pooling costs more than allocating that); a larger one ends
@@ -209,14 +210,25 @@ class Program:
             return None
         lean = []
         for i, (fn, ins, out, src, recover, dies, more) in enumerate(self.program):
-            if more is not None or self.leaf_write[i] is not None or (self.inplace[i] and ins[0] not in keep):
+            if self.leaf_write[i] is not None or (self.inplace[i] and ins[0] not in keep):
                 return None
             kernel = self.steps[i].kernel
             if type(kernel) is OpKernel and type(kernel.op).kernel in _FORWARDING:
                 fn = kernel.op.fn
             pooled = layout.take[i] >= 0
             lean.append(
-                (fn, ins, len(ins), out, src, recover, tuple(d for d in dies if d not in keep), i, pooled)
+                (
+                    fn,
+                    ins,
+                    len(ins),
+                    out,
+                    src,
+                    recover,
+                    tuple(d for d in dies if d not in keep),
+                    more,
+                    i,
+                    pooled,
+                )
             )
         return lean
 
@@ -229,7 +241,7 @@ class Program:
         vals: list[Any] = [None] * self.size
         for q, p in self.leaves:
             vals[q] = nodes[p].buffer
-        for fn, ins, n, out, src, recover, dies, i, pooled in lean:
+        for fn, ins, n, out, src, recover, dies, more, i, pooled in lean:
             if recover is None:
                 node = nodes[src]
                 attrs, shape, dtype = node.attrs, node.shape, node.dtype
@@ -251,6 +263,8 @@ class Program:
                     v = fn(*[vals[k] for k in ins])
             except Exception as e:
                 raise _kernel_error(e, nodes, self.steps[i], vals) from e
+            if more is not None:
+                v = _further(v, more, vals, nodes, self.steps[i])
             if type(v) is not np.ndarray:
                 v = np.asarray(v)
             if v.shape != shape or v.dtype != dtype:
