@@ -75,11 +75,24 @@ static void lg_bounds(const Py_buffer *v, char **lo, char **hi) {
 }
 
 static PyObject *lg_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  /* run(fn, ints, plan, flags, [sig,] values, outs): with sig (bytes of int64: per array value,
+     ndim, shape, strides) a launch whose arrays differ from it returns False and runs nothing */
+  PyObject *sigobj = NULL, *a6[6];
+  if (nargs == 7) {
+    sigobj = args[4];
+    a6[0] = args[0]; a6[1] = args[1]; a6[2] = args[2]; a6[3] = args[3]; a6[4] = args[5]; a6[5] = args[6];
+    args = a6;
+    nargs = 6;
+    if (!PyBytes_Check(sigobj)) { PyErr_SetString(PyExc_TypeError, "run: sig must be bytes"); return NULL; }
+  }
   if (nargs != 6 || !PyBytes_Check(args[1]) || !PyBytes_Check(args[2]) || !PyTuple_Check(args[4])
       || !PyList_Check(args[5])) {
-    PyErr_SetString(PyExc_TypeError, "run(fn, ints: bytes, plan: bytes, flags, values: tuple, outs: list)");
+    PyErr_SetString(PyExc_TypeError, "run(fn, ints: bytes, plan: bytes, flags, [sig: bytes,] values: tuple, outs: list)");
     return NULL;
   }
+  const int64_t *sig = sigobj ? (const int64_t *)PyBytes_AS_STRING(sigobj) : NULL;
+  const Py_ssize_t nsig = sigobj ? PyBytes_GET_SIZE(sigobj) / (Py_ssize_t)sizeof(int64_t) : 0;
+  Py_ssize_t at = 0;
   lg_fn fn = (lg_fn)PyLong_AsVoidPtr(args[0]);
   if (fn == NULL) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "run: null kernel address");
@@ -122,12 +135,24 @@ static PyObject *lg_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *v = PyTuple_GET_ITEM(values, i);
     if (slot < 0 || slot >= (cap > LG_MAX ? cap : LG_MAX)) { PyErr_SetString(PyExc_ValueError, "run: bad plan"); goto done; }
     if (kind == 0) {
-      if (v == Py_None) { ptrs[na++] = NULL; continue; }
+      if (v == Py_None) {
+        if (sig) { ret = Py_False; Py_INCREF(ret); goto done; }
+        ptrs[na++] = NULL;
+        continue;
+      }
       if (PyObject_GetBuffer(v, &views[nv], PyBUF_STRIDES) < 0) goto done;
       nv++;
       if (views[nv - 1].itemsize != size) {
         PyErr_SetString(PyExc_TypeError, "run: an array's element size is not the kernel's");
         goto done;
+      }
+      if (sig) {
+        const Py_buffer *b = &views[nv - 1];
+        int same = at < nsig && sig[at] == b->ndim && at + 1 + 2 * (Py_ssize_t)b->ndim <= nsig;
+        for (int d = 0; same && d < b->ndim; d++)
+          same = sig[at + 1 + d] == b->shape[d] && b->strides && sig[at + 1 + b->ndim + d] == b->strides[d];
+        if (!same) { ret = Py_False; Py_INCREF(ret); goto done; }
+        at += 1 + 2 * (Py_ssize_t)b->ndim;
       }
       ptrs[na++] = views[nv - 1].buf;
     } else if (kind == 1) {
@@ -143,6 +168,7 @@ static PyObject *lg_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
       is[slot] = (int64_t)u;
     }
   }
+  if (sig && at != nsig) { ret = Py_False; Py_INCREF(ret); goto done; }
   const int nin = nv;
   for (Py_ssize_t j = 0; j < nout; j++) {
     PyObject *o = PyList_GET_ITEM(outs, j);
@@ -173,7 +199,7 @@ static PyObject *lg_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   } else {
     fn(ptrs, ints, fs, is);
   }
-  ret = Py_None;
+  ret = sig ? Py_True : Py_None;
   Py_INCREF(ret);
 done:
   for (int k = 0; k < nv; k++) PyBuffer_Release(&views[k]);
@@ -288,6 +314,27 @@ def launcher(fn: int, ints: Sequence[int], plan: bytes, flags: int) -> Callable[
     if _ext is not None and _enabled:
         return functools.partial(_ext, fn, pack_ints(ints), plan, flags)
     return _ctypes_launcher(fn, ints, plan, flags)
+
+
+def checked_launcher(
+    fn: int, ints: Sequence[int], plan: bytes, flags: int, arrays: Sequence[Any]
+) -> Callable[[tuple, list], bool] | None:
+    """`launch(values, outs) -> bool` that runs only when the array values have the shapes and
+    strides of `arrays` (False: nothing ran), so a repeated call needs no signature key; None
+    without the extension."""
+    if not _tried:
+        prepare()
+    if _ext is None or not _enabled:
+        return None
+    return functools.partial(_ext, fn, pack_ints(ints), plan, flags, pack_signature(arrays))
+
+
+def pack_signature(arrays: Sequence[Any]) -> bytes:
+    """Per array: ndim, shape, strides as int64 (what `checked_launcher` compares)."""
+    flat: list[int] = []
+    for a in arrays:
+        flat += [len(a.shape), *a.shape, *a.strides]
+    return struct.pack(f"{len(flat)}q", *flat)
 
 
 def use_extension(on: bool) -> None:
