@@ -15,7 +15,9 @@ size an array must have. The extension reads addresses through the buffer protoc
 scalars as `float(v)` / `int(v)` (integers modulo 2**64, as the ctypes path does) and calls
 the kernel, releasing the GIL when `flags` says the launch is large. With `flags & CHECK_OUT`
 it refuses (ValueError) a first output whose memory bounds overlap an input's, as
-`np.may_share_memory` does. docs/jit.md records the measurement behind this choice (ctypes,
+`np.may_share_memory` does. Given a signature before `values` (`checked_launcher`: ndim,
+shape and strides per array), it launches only when the arrays match it and returns True, else
+False with nothing written: a kernel's repeated call needs no key. docs/jit.md records the measurement behind this choice (ctypes,
 ctypes with prebuilt blocks, cffi's ABI mode, this extension).
 
 Without `Python.h` or a compiler, or with `use_extension(False)`, a ctypes closure does the
