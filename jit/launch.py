@@ -17,8 +17,9 @@ the kernel, releasing the GIL when `flags` says the launch is large. With `flags
 it refuses (ValueError) a first output whose memory bounds overlap an input's, as
 `np.may_share_memory` does. Given a signature before `values` (`checked_launcher`: ndim,
 shape and strides per array), it launches only when the arrays match it and returns True, else
-False with nothing written: a kernel's repeated call needs no key. docs/jit.md records the measurement behind this choice (ctypes,
-ctypes with prebuilt blocks, cffi's ABI mode, this extension).
+False with nothing written: a kernel's repeated call needs no key. docs/jit.md records the
+measurement behind this choice (ctypes, ctypes with prebuilt blocks, cffi's ABI mode, this
+extension).
 
 Without `Python.h` or a compiler, or with `use_extension(False)`, a ctypes closure does the
 same in Python: same results, the old per-call cost.
