@@ -216,20 +216,8 @@ class Program:
             if type(kernel) is OpKernel and type(kernel.op).kernel in _FORWARDING:
                 fn = kernel.op.fn
             pooled = layout.take[i] >= 0
-            lean.append(
-                (
-                    fn,
-                    ins,
-                    len(ins),
-                    out,
-                    src,
-                    recover,
-                    tuple(d for d in dies if d not in keep),
-                    more,
-                    i,
-                    pooled,
-                )
-            )
+            live = tuple(d for d in dies if d not in keep)
+            lean.append((fn, ins, len(ins), out, src, recover, live, more, i, pooled))
         return lean
 
     def run_lean(self, nodes: list[Node], lean: list) -> list[Any] | None:
