@@ -392,15 +392,17 @@ def build_shared(
     libs: list[str],
     suffix: str = ".c",
     what: str = "C",
-    count: int = 1,
+    count: int | None = 1,
 ) -> bytes:
     """The bytes of the shared library `compiler` builds from `source` (C, or C++ for the emulation).
 
-    `count` is how many kernels the source holds (counted in `RUNS`).
+    `count` is how many kernels the source holds (counted in `RUNS`); None for a build that
+    is not the JIT's (an extension built beside it), counted nowhere.
     """
-    with _runs_lock:
-        RUNS["invocations"] += 1
-        RUNS["kernels"] += count
+    if count is not None:
+        with _runs_lock:
+            RUNS["invocations"] += 1
+            RUNS["kernels"] += count
     with tempfile.TemporaryDirectory(prefix="lazygraph-cc-") as d:
         src = os.path.join(d, "kernel" + suffix)
         so = os.path.join(d, "kernel.so")

@@ -3,8 +3,8 @@
 A kernel call through ctypes costs about 4 µs whatever the kernel does (building four ctypes
 arrays, reading each array's address through `.ctypes`), as much as a few NumPy operations on
 100 elements. The launcher here is a CPython extension of one function, built once per machine
-with the system compiler against `Python.h` and kept beside the kernel store (verified by
-its SHA-256, written atomically, imported from a private copy):
+with the system compiler against `Python.h` and kept beside the kernel store (jit/extension.py:
+verified by its SHA-256, written atomically, imported from a private copy):
 
     run(fn, ints, plan, flags, values, outs)
 
@@ -29,22 +29,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import importlib.util
-import os
-import shutil
 import struct
-import sys
-import sysconfig
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from jit import compile_c, store
-from ops import storage
+from jit import compile_c, extension
 
 #: plan codes per input value
 ARRAY, FLOAT, INT = 0, 1, 2
@@ -57,7 +49,6 @@ MODULE = "_lazygraph_launch"
 #: the built extension's directory in the cache (beside the kernel store, not in it: the store
 #: holds kernels only) and the most bytes read back from it
 STORE_DIR = "launch"
-BINARY_CAP = 16 * 2**20
 
 SOURCE = r"""#define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -231,67 +222,10 @@ _enabled = True
 _error: str | None = None
 
 
-def _headers() -> str | None:
-    inc = sysconfig.get_paths().get("include")
-    return inc if inc and os.path.isfile(os.path.join(inc, "Python.h")) else None
-
-
-def _import_bytes(data: bytes) -> Any:
-    """Import the extension from a private copy of its verified bytes (never the store's path)."""
-    d = tempfile.mkdtemp(prefix="lazygraph-launch-")
-    try:
-        path = os.path.join(d, MODULE + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        spec = importlib.util.spec_from_file_location(MODULE, path)
-        if spec is None or spec.loader is None:
-            raise ImportError("no loader for the launch extension")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        shutil.rmtree(d, ignore_errors=True)  # the mapping stays; nothing is left on disk
-
-
-def _stored(key: str) -> bytes | None:
-    """The verified bytes of a built extension (its file name ends with their SHA-256)."""
-    d = storage.open_dir(storage.cache_root(), storage.KERNELS, STORE_DIR)
-    if d is None:
-        return None
-    for path in sorted(d.glob(f"{key}-*.bin")):
-        try:
-            data = storage.read_entry(path, BINARY_CAP)
-        except storage.BadEntry:
-            data = None
-        if data is not None and hashlib.sha256(data).hexdigest() == path.stem[len(key) + 1 :]:
-            return data
-        storage.discard(path)
-    return None
-
-
-def _store(key: str, data: bytes) -> None:
-    d = storage.open_dir(storage.cache_root(), storage.KERNELS, STORE_DIR)
-    if d is not None:
-        storage.write_entry(d / f"{key}-{hashlib.sha256(data).hexdigest()}.bin", data)
-
-
 def _build() -> Run | None:
     global _error
-    tc = compile_c.toolchain()
-    inc = _headers()
-    if tc is None or inc is None:
-        _error = "no C compiler" if tc is None else "no Python.h"
-        return None
-    fl = ["-O2", "-fPIC", "-shared", f"-I{inc}"]
-    ident = f"{tc['id']} python {sys.version} {sysconfig.get_config_var('EXT_SUFFIX')}"
-    key = store.make_key(SOURCE, ident, fl, tc["arch"])
     try:
-        data = _stored(key)
-        if data is None:
-            data = compile_c.build_shared(tc["cc"], fl, SOURCE, [], what="launcher C")
-            _store(key, data)
-        return _import_bytes(data).run
+        return extension.load(MODULE, SOURCE, STORE_DIR, [], "launcher C", count=1).run
     except (compile_c.CompileError, ImportError, OSError) as e:
         _error = str(e).splitlines()[0] if str(e) else type(e).__name__
         return None

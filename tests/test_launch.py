@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
-from jit import compile_c, launch
+from jit import compile_c, extension, launch
 from jit.fusion import find_regions
 from jit.kernel import FusedKernel
 from lazygraph.engine.evaluate import schedule
@@ -110,7 +110,7 @@ def test_min_size_runs_small_signatures_on_numpy(launcher: str, monkeypatch) -> 
 
 
 def test_ctypes_fallback_without_python_headers(monkeypatch) -> None:  # noqa: ANN001
-    monkeypatch.setattr(launch, "_headers", lambda: None)
+    monkeypatch.setattr(extension, "headers", lambda: None)
     monkeypatch.setattr(launch, "_tried", False)
     monkeypatch.setattr(launch, "_ext", None)
     monkeypatch.setattr(launch, "FAST", True)
@@ -123,7 +123,7 @@ def test_ctypes_fallback_without_python_headers(monkeypatch) -> None:  # noqa: A
 
 def test_the_extension_is_built_wherever_python_headers_are() -> None:
     launch.prepare()
-    if launch._headers() is not None and compile_c.available():
+    if extension.headers() is not None and compile_c.available():
         assert launch.extension_status() == "extension" and launch.FAST
     else:
         assert launch.extension_status().startswith("ctypes (")
