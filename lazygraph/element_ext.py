@@ -14,7 +14,8 @@ accessors: no NumPy C API table is imported), stored in the kernel cache beside 
 launcher (verified by its SHA-256, imported from a private copy, as jit/launch.py does). The
 build starts in a background thread at the first direct element read or write, so a program
 without element loops never pays for it, and one with them runs the Python paths until the
-extension is installed. `LAZYGRAPH_ELEMENT_EXT=0` keeps the Python paths.
+extension is installed; a compile (not a stored binary) first waits for the program to pause,
+as the background optimizer does. `LAZYGRAPH_ELEMENT_EXT=0` keeps the Python paths.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ import numpy as np
 MODULE = "_lazygraph_elements"
 STORE_DIR = "elements"  # in the kernel cache, beside the JIT's launcher (jit/launch.py)
 BINARY_CAP = 16 * 2**20
+#: the build waits until no other thread ran Python for QUIET_S seconds, or PATIENCE_S seconds
+QUIET_S = 0.01
+PATIENCE_S = 0.1
 
 SOURCE = r"""#define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -523,7 +527,7 @@ def _compile(cc: str, fl: list[str]) -> bytes:
 
 def _binary() -> bytes:
     """The extension's bytes: from the kernel store, or compiled now and stored."""
-    from jit import compile_c, store
+    from jit import background, compile_c, store
     from ops import storage
 
     found = compile_c.find_compiler()
@@ -537,6 +541,9 @@ def _binary() -> bytes:
     d = storage.open_dir(storage.cache_root(), storage.KERNELS, STORE_DIR)
     data = None if d is None else _stored(d, key)
     if data is None:
+        # the compiler takes the other core for ~1 s: start it when the program pauses (a loop's
+        # first call ended), as the background optimizer does (engine/tiered.py), or after PATIENCE_S
+        background.await_idle(PATIENCE_S, QUIET_S)
         data = _compile(cc, fl)
         if d is not None:
             storage.write_entry(d / f"{key}-{hashlib.sha256(data).hexdigest()}.bin", data)
