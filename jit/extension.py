@@ -17,6 +17,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from jit import compile_c, store
@@ -39,11 +40,13 @@ def load(
     what: str,
     count: int | None,
     depends: str = "",
+    before_compile: Callable[[], None] | None = None,
 ) -> Any:
     """The imported extension `module` built from `source`: from the kernel store, or compiled
     now and stored (`count`: as `compile_c.build_shared` counts it; `depends`: what else the
-    binary depends on, e.g. NumPy's version for its headers). Raises ImportError (no compiler,
-    no headers), CompileError or OSError."""
+    binary depends on, e.g. NumPy's version for its headers; `before_compile`: called before a
+    compile, not before a stored binary's load). Raises ImportError (no compiler, no headers),
+    CompileError or OSError."""
     tc = compile_c.toolchain()
     inc = headers()
     if tc is None or inc is None:
@@ -54,6 +57,8 @@ def load(
     d = storage.open_dir(storage.cache_root(), storage.KERNELS, store_dir)
     data = None if d is None else _stored(d, key)
     if data is None:
+        if before_compile is not None:
+            before_compile()
         data = compile_c.build_shared(tc["cc"], fl, source, [], what=what, count=count)
         if d is not None:
             storage.write_entry(d / f"{key}-{hashlib.sha256(data).hexdigest()}.bin", data)

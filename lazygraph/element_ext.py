@@ -11,7 +11,7 @@ extension changes speed only: tests run the same programs with it on and off.
 
 Built with the system compiler against `Python.h` and NumPy's headers (only its inline field
 accessors: no NumPy C API table is imported), stored in the kernel cache beside the JIT's
-launcher (verified by its SHA-256, imported from a private copy, as jit/launch.py does). The
+launcher (jit/extension.py: verified by its SHA-256, imported from a private copy). The
 build starts in a background thread at the first direct element read or write, so a program
 without element loops never pays for it, and one with them runs the Python paths until the
 extension is installed; a compile (not a stored binary) first waits for the program to pause,
@@ -20,14 +20,8 @@ as the background optimizer does. `LAZYGRAPH_ELEMENT_EXT=0` keeps the Python pat
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
 import threading
 from typing import Any
 
@@ -35,7 +29,6 @@ import numpy as np
 
 MODULE = "_lazygraph_elements"
 STORE_DIR = "elements"  # in the kernel cache, beside the JIT's launcher (jit/launch.py)
-BINARY_CAP = 16 * 2**20
 #: the build waits until no other thread ran Python for QUIET_S seconds, or PATIENCE_S seconds
 QUIET_S = 0.01
 PATIENCE_S = 0.1
@@ -479,75 +472,18 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {"started": False, "methods": None, "error": None, "on": True}
 
 
-def _import_bytes(data: bytes) -> Any:
-    """Import the extension from a private copy of its verified bytes (never the store's path)."""
-    d = tempfile.mkdtemp(prefix="lazygraph-elements-")
-    try:
-        path = os.path.join(d, MODULE + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        spec = importlib.util.spec_from_file_location(MODULE, path)
-        if spec is None or spec.loader is None:
-            raise ImportError("no loader for the element extension")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        shutil.rmtree(d, ignore_errors=True)  # the mapping stays; nothing is left on disk
+def _build() -> Any:
+    """The extension module: from the kernel store, or compiled now and stored (jit/extension.py)."""
+    from jit import background, extension
 
-
-def _stored(d: Any, key: str) -> bytes | None:
-    """The verified bytes of a built extension (its file name ends with their SHA-256)."""
-    from ops import storage
-
-    for path in sorted(d.glob(f"{key}-*.bin")):
-        try:
-            data = storage.read_entry(path, BINARY_CAP)
-        except storage.BadEntry:
-            data = None
-        if data is not None and hashlib.sha256(data).hexdigest() == path.stem[len(key) + 1 :]:
-            return data
-        storage.discard(path)
-    return None
-
-
-def _compile(cc: str, fl: list[str]) -> bytes:
-    """The shared library's bytes, compiled in a private directory."""
-    with tempfile.TemporaryDirectory(prefix="lazygraph-elements-cc-") as d:
-        src, so = os.path.join(d, "elements.c"), os.path.join(d, "elements.so")
-        with open(src, "w") as f:
-            f.write(SOURCE)
-        r = subprocess.run([cc, *fl, src, "-o", so], capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise ImportError(f"element extension: the C compiler failed: {r.stderr.strip()[:2000]}")
-        with open(so, "rb") as f:
-            return f.read()
-
-
-def _binary() -> bytes:
-    """The extension's bytes: from the kernel store, or compiled now and stored."""
-    from jit import background, compile_c, store
-    from ops import storage
-
-    found = compile_c.find_compiler()
-    inc = sysconfig.get_paths().get("include")
-    if found is None or not inc or not os.path.isfile(os.path.join(inc, "Python.h")):
-        raise ImportError("no C compiler" if found is None else "no Python.h")
-    cc, ident = found
-    fl = ["-O2", "-fPIC", "-shared", f"-I{inc}", f"-I{np.get_include()}"]
-    who = f"{ident} python {sys.version} {sysconfig.get_config_var('EXT_SUFFIX')} numpy {np.__version__}"
-    key = store.make_key(SOURCE, who, fl, "any")
-    d = storage.open_dir(storage.cache_root(), storage.KERNELS, STORE_DIR)
-    data = None if d is None else _stored(d, key)
-    if data is None:
+    def when_idle() -> None:
         # the compiler takes the other core for ~1 s: start it when the program pauses (a loop's
         # first call ended), as the background optimizer does (engine/tiered.py), or after PATIENCE_S
         background.await_idle(PATIENCE_S, QUIET_S)
-        data = _compile(cc, fl)
-        if d is not None:
-            storage.write_entry(d / f"{key}-{hashlib.sha256(data).hexdigest()}.bin", data)
-    return data
+
+    flags = [f"-I{np.get_include()}"]
+    depends = f"numpy {np.__version__}"  # its headers' inline field accessors
+    return extension.load(MODULE, SOURCE, STORE_DIR, flags, "element extension C", None, depends, when_idle)
 
 
 def _config() -> dict[str, Any]:
@@ -599,7 +535,7 @@ IOPS = ("add", "subtract", "multiply", "divide")
 
 def _load() -> None:
     try:
-        mod = _import_bytes(_binary())
+        mod = _build()
         methods = (*mod.configure(_config()), mod.writable)
     except Exception as e:  # no compiler, no headers, a failed build: the Python paths stay
         _state["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
