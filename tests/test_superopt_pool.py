@@ -36,6 +36,15 @@ def fresh_cache(tmp_path, monkeypatch):
     assert pass_.COUNTS["errors"] == errors, pass_.LAST.get("error")
 
 
+@pytest.fixture(autouse=True)
+def _rewrite_priced_to_pay(monkeypatch) -> None:  # noqa: ANN001
+    """Depthwise convolutions at the GEMM rate, pools at their memory passes: the built-in model
+    then takes pool-as-conv, whose machinery and values these tests check (at the measured
+    rates, cost.DEPTH_FLOPS and cost.POOL_SCALE, the fast average pool is kept)."""
+    monkeypatch.setattr(cost_module, "DEPTH_FLOPS", 2.0e10)
+    monkeypatch.setattr(cost_module, "POOL_SCALE", 1.0)
+
+
 def test_the_pool_rule_states_a_proven_instance() -> None:
     (rule,) = pool_rules()
     assert rule.matcher is not None and rule.origin == "builtin"
@@ -249,9 +258,6 @@ def test_benchmark_models_with_pools_keep_their_values(
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from models import MODELS
 
-    # depthwise convolutions priced at the GEMM rate: the search then takes the rewrite, whose
-    # values this test compares (at the measured rate the fast pool wins and nothing changes)
-    monkeypatch.setattr(cost_module, "DEPTH_FLOPS", 2.0e10)
     values, last = [], {}
     for setting in ("1", "0"):
         monkeypatch.setenv("LAZYGRAPH_SUPEROPT", setting)

@@ -55,6 +55,10 @@ VERSION = 6  # part of the machine tag: times measured by older versions are not
 PLAN_STEP = 5e-6
 #: built-in depthwise convolution rate (flop/s): conv_grouped measured 2.7-3.5 GFLOP/s here
 DEPTH_FLOPS = 3.0e9
+#: built-in pool price against its memory passes at `bandwidth`: avg_pool2d_forward's 3x3 pools
+#: ran at 0.2x that (window reads from cache; e.g. (1, 168, 42, 42) in 0.42-0.53 ms against 2.4
+#: priced); at 1.0 pool-as-conv was chosen on SqueezeNet and NASNet-A and measured 0.93-0.97x
+POOL_SCALE = 0.2
 FREE_OPS = frozenset(("view", "slice_axis", "reshape", "astype_view"))
 ELEMENTWISE_KINDS = frozenset(("elementwise",))
 
@@ -94,7 +98,7 @@ class CostModel:
         # at the GEMM rate a depthwise convolution looked cheaper than the average pool it can
         # replace (pool-as-conv), which now runs 1.1-3x faster than that convolution
         self.depth_flops = DEPTH_FLOPS
-        self.pool_scale = 1.0  # pools are priced as memory passes: this many times slower
+        self.pool_scale = POOL_SCALE  # pools are priced as memory passes: this many times slower
         self.times: dict[str, float] = {}
         self._memo: dict[SNode, float] = {}  # per node object: nodes are immutable, shapes fixed
         self.measured = 0  # configurations timed in this process
