@@ -1,4 +1,4 @@
-"""Test configuration: hypothesis profiles and the cuda marker's skip."""
+"""Test configuration: hypothesis profiles, the cuda marker's skip, shared cache fixtures."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -57,6 +59,37 @@ def _fresh_settings():
     SETTINGS.reload()
     yield
     SETTINGS.reload()
+
+
+@pytest.fixture
+def memory_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An in-process cache, no background tiers, no templates from earlier tests."""
+    # Imported here: lazygraph is first imported after the environment above is set.
+    import lazygraph as lg
+    from cache import template
+
+    monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    lg.cache.clear(disk=False)
+    template.clear()
+    yield
+    template.clear()
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh cache directory per test, with the cache fully on."""
+    import lazygraph as lg
+
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(d))
+    for var in ("LAZYGRAPH_CACHE", "LAZYGRAPH_OPTIMIZE", "LAZYGRAPH_CACHE_LIMIT_MB", "LAZYGRAPH_DEBUG"):
+        monkeypatch.delenv(var, raising=False)
+    # Without the JIT, entry sizes are those of the built-in passes (tests/test_cache_disk.py).
+    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
+    lg.cache.clear(disk=False)
+    yield d
+    lg.cache.clear(disk=False)
 
 
 def _have_gpu() -> bool:

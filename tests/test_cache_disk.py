@@ -17,18 +17,8 @@ from cache import disk
 from lazygraph import __main__ as cli
 from lazygraph.engine import ENGINE
 
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    """A fresh cache directory per test, with the cache fully on."""
-    d = tmp_path / "cache"
-    monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(d))
-    for var in ("LAZYGRAPH_CACHE", "LAZYGRAPH_OPTIMIZE", "LAZYGRAPH_CACHE_LIMIT_MB", "LAZYGRAPH_DEBUG"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("LAZYGRAPH_JIT", "0")  # entry sizes below are those of the built-in passes
-    lg.cache.clear(disk=False)
-    yield d
-    lg.cache.clear(disk=False)
+# A fresh cache directory per test (conftest.py), with the cache fully on.
+pytestmark = pytest.mark.usefixtures("cache_dir")
 
 
 def lazy(a) -> lg.Array:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,18 +16,8 @@ from cache.store import Entry
 from lazygraph.engine import ENGINE
 from ops import storage
 
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    """A fresh cache directory per test, with the cache fully on."""
-    d = tmp_path / "cache"
-    monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(d))
-    for var in ("LAZYGRAPH_CACHE", "LAZYGRAPH_OPTIMIZE", "LAZYGRAPH_CACHE_LIMIT_MB", "LAZYGRAPH_DEBUG"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
-    lg.cache.clear(disk=False)
-    yield d
-    lg.cache.clear(disk=False)
+# A fresh cache directory per test (conftest.py), with the cache fully on.
+pytestmark = pytest.mark.usefixtures("cache_dir")
 
 
 def program(k: int) -> np.ndarray:

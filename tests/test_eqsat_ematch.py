@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support import mixed
 
 from optimizer.eqsat.egraph import EGraph, from_graph
 from optimizer.eqsat.ematch import EMatcher, Match
@@ -177,23 +178,6 @@ def test_an_ill_typed_instantiation_is_refused_and_adds_nothing() -> None:
     size, version = eg.size, eg.version
     assert not em.apply(eg, forged)
     assert eg.size == size and eg.version == version
-
-
-def mixed(n: int = 6) -> SGraph:
-    """float64: matmuls of one input (ReLUs, one by value), a product chain, pooled convolutions."""
-    f64 = np.float64
-    sg = SGraph()
-    x = sg.leaf("input", (4, n), f64)
-    zero = sg.leaf("scalar", (), f64, value=0.0)
-    ws = [sg.leaf("weight", (n, n), f64) for _ in range(3)]
-    ys = [sg.add("matmul", [x, w]) for w in ws]
-    ys[0] = sg.add("maximum", [ys[0], zero])
-    chain = sg.add("matmul", [sg.add("matmul", [ys[1], ws[2]]), ws[0]])
-    img = sg.leaf("input", (1, 2, 5, 5), f64)
-    convs = [sg.add("conv2d", [img, sg.leaf("weight", (2, 2, 3, 3), f64)], {"padding": 1}) for _ in range(2)]
-    pools = [sg.add("avg_pool2d", [c], {"kernel_size": 3, "stride": 1, "padding": 1}) for c in convs]
-    sg.outputs = [sg.add("add", [sg.add("add", [ys[0], ys[2]]), chain]), sg.add("add", pools)]
-    return sg
 
 
 def test_ematching_finds_what_the_concrete_matcher_finds() -> None:

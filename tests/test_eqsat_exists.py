@@ -6,31 +6,14 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from _support import mixed
 
 from ops.views import View
 from optimizer.eqsat.ematch import index_of
 from optimizer.eqsat.saturate import Saturation, _done_key
 from optimizer.superopt import apply as apply_mod
 from optimizer.superopt import pass_
-from optimizer.superopt.apply import SGraph
 from optimizer.superopt.cost import CostModel
-
-
-def mixed(n: int = 6) -> SGraph:
-    """Matmuls of one input (one under a ReLU), a product chain, pooled convolutions."""
-    f64 = np.float64
-    sg = SGraph()
-    x = sg.leaf("input", (4, n), f64)
-    zero = sg.leaf("scalar", (), f64, value=0.0)
-    ws = [sg.leaf("weight", (n, n), f64) for _ in range(3)]
-    ys = [sg.add("matmul", [x, w]) for w in ws]
-    ys[0] = sg.add("maximum", [ys[0], zero])
-    chain = sg.add("matmul", [sg.add("matmul", [ys[1], ws[2]]), ws[0]])
-    img = sg.leaf("input", (1, 2, 5, 5), f64)
-    convs = [sg.add("conv2d", [img, sg.leaf("weight", (2, 2, 3, 3), f64)], {"padding": 1}) for _ in range(2)]
-    pools = [sg.add("avg_pool2d", [c], {"kernel_size": 3, "stride": 1, "padding": 1}) for c in convs]
-    sg.outputs = [sg.add("add", [sg.add("add", [ys[0], ys[2]]), chain]), sg.add("add", pools)]
-    return sg
 
 
 def fresh_matches(sat: Saturation, rule) -> int:

@@ -11,30 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support import walked
 
 import lazygraph as lg
 from cache import key as keymod
 from cache import template
-from cache.key import full_walk, walk
 
-
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    """An in-process cache, no background tiers, no templates from earlier tests."""
-    monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
-    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
-    lg.cache.clear(disk=False)
-    template.clear()
-    yield
-    template.clear()
+pytestmark = pytest.mark.usefixtures("memory_cache")
 
 
 def exact(roots: list) -> tuple:
     """The key `walk` gives, checked against the full walk's (nodes and key)."""
-    w, full = walk(roots), full_walk(roots)
-    assert w.key == full.key and w.roots == full.roots
-    assert len(w.nodes) == len(full.nodes) and all(a is b for a, b in zip(w.nodes, full.nodes))
-    return w.key
+    return walked(roots)[0].key
 
 
 def test_stale_recorded_hint_finds_its_template_without_walking(monkeypatch):

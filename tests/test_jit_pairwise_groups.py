@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support import run_kernels
 
 import lazygraph as lg
 import lazygraph.nn.functional as F
-from jit import compile_c, kernel, render_order
-from jit.runner import run_graph
-from lazygraph.engine.evaluate import schedule
-from ops.settings import SETTINGS
+from jit import compile_c, render_order
 
 pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler")
 
@@ -25,19 +23,7 @@ LENGTHS = [1, 7, 8, 127, 128, 129, 513, 1000, 1031, 2048, 4097]
 
 def run(fn, *arrays: np.ndarray, group: int) -> tuple[list[np.ndarray], list[str]]:  # noqa: ANN001
     """fn(lg, ...) through fused kernels rendered with `group` blocks side by side, and their sources."""
-    saved, saved_group = kernel._kernels, render_order.GROUP
-    kernel._kernels = {}
-    render_order.GROUP = group
-    try:
-        with SETTINGS.override(jit_background=False), np.errstate(all="ignore"):
-            out = fn(lg, *(lg.asarray(a) for a in arrays))
-            out = out if isinstance(out, tuple) else (out,)
-            roots = [o.node for o in out]
-            got = [np.asarray(g) for g in run_graph(schedule(roots), roots)]
-        srcs = [v.source for k in kernel._kernels.values() for v in k.variants.values()]
-    finally:
-        kernel._kernels, render_order.GROUP = saved, saved_group
-    return got, srcs
+    return run_kernels(fn, arrays, render_order, "GROUP", group)
 
 
 def row_sum(xp, a):  # noqa: ANN001, ANN201

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support import run_kernels
 from jit_check import tolerance
 
 import lazygraph as lg
 import lazygraph.nn.functional as F
-from jit import compile_c, kernel, render_rows
-from jit.runner import run_graph
-from lazygraph.engine.evaluate import schedule
+from jit import compile_c, render_rows
 from ops.settings import SETTINGS
 
 pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler")
@@ -23,19 +22,7 @@ pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C com
 
 def run(fn, *arrays: np.ndarray, stream_min: int) -> tuple[list[np.ndarray], list[str]]:  # noqa: ANN001
     """fn(lg, ...) through fused kernels built with this streaming threshold, and their sources."""
-    saved, saved_min = kernel._kernels, render_rows.STREAM_MIN_BYTES
-    kernel._kernels = {}
-    render_rows.STREAM_MIN_BYTES = stream_min
-    try:
-        with SETTINGS.override(jit_background=False), np.errstate(all="ignore"):
-            out = fn(lg, *(lg.asarray(a) for a in arrays))
-            out = out if isinstance(out, tuple) else (out,)
-            roots = [o.node for o in out]
-            got = [np.asarray(g) for g in run_graph(schedule(roots), roots)]
-        srcs = [v.source for k in kernel._kernels.values() for v in k.variants.values()]
-    finally:
-        kernel._kernels, render_rows.STREAM_MIN_BYTES = saved, saved_min
-    return got, srcs
+    return run_kernels(fn, arrays, render_rows, "STREAM_MIN_BYTES", stream_min)
 
 
 def softmax(xp, a):  # noqa: ANN001, ANN201

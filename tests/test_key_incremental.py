@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support import walked
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cache_fuzz import inputs_for, programs, run
@@ -20,24 +21,13 @@ from cache import template
 from cache.key import full_walk, walk
 from lazygraph.engine import ENGINE
 
-
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    """An in-process cache, no background tiers, no templates from earlier tests."""
-    monkeypatch.setenv("LAZYGRAPH_CACHE", "memory")
-    monkeypatch.setenv("LAZYGRAPH_JIT", "0")
-    lg.cache.clear(disk=False)
-    template.clear()
-    yield
-    template.clear()
+pytestmark = pytest.mark.usefixtures("memory_cache")
 
 
 def exact(*arrays: lg.Array) -> tuple:
     """The key `walk` gives, after checking it is the full walk's (nodes and key alike)."""
     roots = [a.node for a in arrays]
-    w, full = walk(roots), full_walk(roots)
-    assert w.key == full.key and w.roots == full.roots
-    assert len(w.nodes) == len(full.nodes) and all(a is b for a, b in zip(w.nodes, full.nodes))
+    w, full = walked(roots)
     assert w.interior == full.interior and w.tokens == full.tokens
     return w.key
 
