@@ -11,6 +11,7 @@ from ops import (  # noqa: F401  (registration)
     elementwise,
     linalg,
     movement,
+    movement_grad,  # noqa: F401  (registration: the movement operators' gradient rules)
     nn,
     reduction,
     scan,  # noqa: F401  (registration: ufunc_reduce, accumulate, reduceat, ufunc_at)

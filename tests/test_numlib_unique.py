@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
-import lazygraph.numlib_sort as ns
+import lazygraph.numlib_evaluated as ns
 
 RNG = np.random.default_rng(31)
 ARRAYS = [
