@@ -1,0 +1,36 @@
+"""MCTS against the TASO search on the small benchmark models: the same graph, cost model and budget."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from ops.settings import SETTINGS
+from optimizer.eqsat.search import mcts_search
+from optimizer.superopt import pass_
+from optimizer.superopt.cost import CostModel
+from optimizer.superopt.search import taso_search
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+from bench_superopt import QUICK_SCALE, capture_graph  # noqa: E402
+
+#: seconds per search: both searches reach what their rules hold on these graphs well within it
+BUDGET = 2.0
+
+
+@pytest.mark.parametrize("name", ["bert", "nasrnn", "nasnet_a"])
+def test_mcts_is_at_least_as_good_as_the_taso_search(name: str) -> None:
+    """The graph the pass would search, given to both searches: MCTS's cost is at most TASO's,
+    and it stays within the budget (its final extraction may run past it by a step)."""
+    with SETTINGS.override(superopt=True, superopt_search="taso"):
+        sg = capture_graph(name, QUICK_SCALE[name])
+    assert sg is not None  # the pass's condition holds for these models
+    stages = pass_.stages()
+    taso = taso_search(sg, stages, CostModel(), seconds=BUDGET, graphs=100)
+    mcts = mcts_search(sg, stages, CostModel(), seconds=BUDGET, graphs=100)
+    assert taso.start_cost == mcts.start_cost
+    assert mcts.cost <= taso.cost * (1 + 1e-9), (name, taso.speedup, mcts.speedup)
+    assert mcts.cost < mcts.start_cost  # each of these graphs has a merge that pays
+    assert mcts.seconds < 3 * BUDGET
