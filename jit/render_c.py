@@ -175,6 +175,10 @@ class CRenderer(RowStreams, VectorBlocks, OrderedStages, Renderer):
             self.elementwise_block(self._inner_par)
         elif self.nr and self.calls_vmath(self.final_values() - set(self.stash)):
             self.final_block()
+        elif self.direct:
+            self.direct_final()  # streaming launches store the rows themselves (jit/render_rows.py)
+            super().final(done)
+            self.direct_final_end()
         else:
             super().final(done)
 
