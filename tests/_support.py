@@ -1,4 +1,5 @@
-"""Helpers shared by several test files: structural-key checks, fused-kernel runs, e-graph inputs.
+"""Helpers shared by several test files: evaluation counts, lazy inputs, structural-key checks,
+fused-kernel runs, e-graph inputs.
 
 The cache-state fixtures (`memory_cache`, `cache_dir`) live in conftest.py; files take them with
 `pytestmark = pytest.mark.usefixtures(...)`.
@@ -6,13 +7,16 @@ The cache-state fixtures (`memory_cache`, `cache_dir`) live in conftest.py; file
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 import lazygraph as lg
+from cache import template
 from cache.key import Walk, full_walk, walk
 from jit import kernel
 from jit.runner import run_graph
@@ -21,12 +25,53 @@ from ops.settings import SETTINGS
 from optimizer.superopt.apply import SGraph
 
 
+def evaluations() -> int:
+    """How many evaluations this process has run (to check that a function only records)."""
+    return lg.debug.evaluation_stats()["evaluations"]
+
+
+@st.composite
+def lazy_inputs(draw: st.DrawFn, a: np.ndarray) -> lg.Array:
+    """A lazy array equal to `a`: a fresh one, a negative-stride view, or a strided slice."""
+    kind = draw(st.sampled_from(["plain", "flipped", "strided"])) if a.ndim else "plain"
+    if kind == "plain":
+        return lg.asarray(a)
+    if kind == "flipped":
+        return lg.flip(lg.asarray(np.flip(a)))
+    big = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    big[..., 1::2] = a
+    return lg.asarray(big)[..., 1::2]
+
+
 def walked(roots: list) -> tuple[Walk, Walk]:
     """`walk`'s result and the full walk's, after checking they give the same key, roots and nodes."""
     w, full = walk(roots), full_walk(roots)
     assert w.key == full.key and w.roots == full.roots
     assert len(w.nodes) == len(full.nodes) and all(a is b for a, b in zip(w.nodes, full.nodes))
     return w, full
+
+
+@contextmanager
+def one_hint() -> Iterator[None]:
+    """Every graph recorded inside gets the same roots hint, so each walk tries the others' templates first."""
+    template.clear()
+    real = template.roots_hint
+    template.roots_hint = lambda roots: 0
+    try:
+        yield
+    finally:
+        template.roots_hint = real
+
+
+def programs_match_numpy(progs: list, seed: int) -> None:
+    """Each random program of tests/test_cache_fuzz.py evaluates to NumPy's values on its inputs."""
+    from test_cache_fuzz import inputs_for, run  # only the cache tests need its program generator
+
+    for code, _ in progs:
+        inputs = inputs_for(3, 4, seed)
+        got = [np.array(v) for v in lg.eval(*run(lg, code, inputs, False))]
+        for g, w in zip(got, run(np, code, inputs, False)):
+            np.testing.assert_allclose(g, np.asarray(w), rtol=2e-6, atol=1e-6, equal_nan=True)
 
 
 def run_kernels(

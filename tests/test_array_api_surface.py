@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from _support import evaluations
 from gradcheck import check_grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -47,10 +48,6 @@ KINDS = [
     "complex floating",
     "numeric",
 ]
-
-
-def evaluations() -> int:
-    return lg.debug.evaluation_stats()["evaluations"]
 
 
 def as_view(draw, a: np.ndarray) -> tuple[np.ndarray, lg.Array]:

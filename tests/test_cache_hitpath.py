@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from _support import walked
+from _support import one_hint, programs_match_numpy, walked
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cache_fuzz import inputs_for, programs, run
@@ -291,22 +291,12 @@ def test_random_programs_through_compiled_matchers_get_the_full_walks_keys(progs
     Every graph tries the others' compiled matchers first (at most 4 templates share a hint, so
     up to 3 programs, recorded without evaluations in between).
     """
-    template.clear()
-    real = template.roots_hint
-    template.roots_hint = lambda roots: 0
-    try:
-        with lg.settings.override(jit=False):
-            for _ in range(template.compile_after(160) + 2):  # until every template compiles
-                for code, _ in progs:
-                    exact([a.node for a in run(lg, code, inputs_for(3, 4, seed), False)])
-            compiled_now = [t for ts in template._templates.values() for t in ts if t.fast is not None]
-            assert len(compiled_now) == len(
-                {exact([a.node for a in run(lg, c, inputs_for(3, 4, seed), False)]) for c, _ in progs}
-            )
+    with one_hint(), lg.settings.override(jit=False):
+        for _ in range(template.compile_after(160) + 2):  # until every template compiles
             for code, _ in progs:
-                inputs = inputs_for(3, 4, seed)
-                got = [np.array(v) for v in lg.eval(*run(lg, code, inputs, False))]
-                for g, w in zip(got, run(np, code, inputs, False)):
-                    np.testing.assert_allclose(g, np.asarray(w), rtol=2e-6, atol=1e-6, equal_nan=True)
-    finally:
-        template.roots_hint = real
+                exact([a.node for a in run(lg, code, inputs_for(3, 4, seed), False)])
+        compiled_now = [t for ts in template._templates.values() for t in ts if t.fast is not None]
+        assert len(compiled_now) == len(
+            {exact([a.node for a in run(lg, c, inputs_for(3, 4, seed), False)]) for c, _ in progs}
+        )
+        programs_match_numpy(progs, seed)

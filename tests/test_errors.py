@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support import evaluations
 
 import lazygraph as lg
 
@@ -25,10 +26,6 @@ def arr(*shape, dtype=np.float64):
     """A lazy array of the given shape with values 0, 1, 2, ..."""
     size = int(np.prod(shape, dtype=np.int64))
     return lg.asarray(np.arange(size).reshape(shape).astype(dtype))
-
-
-def evaluations() -> int:
-    return lg.debug.evaluation_stats()["evaluations"]
 
 
 def innermost_test_entry(excinfo):

@@ -27,10 +27,12 @@ import math
 import operator
 import os
 import warnings
+from collections.abc import Callable
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from _support import evaluations
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -509,8 +511,46 @@ def quiet():
         yield
 
 
-def evaluations() -> int:
-    return lg.debug.evaluation_stats()["evaluations"]
+def numpy_write(
+    v: Var, apply: Callable[[np.ndarray], object]
+) -> tuple[np.ndarray | None, BaseException | None] | None:
+    """NumPy's answer to a write into v: (v's values after it, None) or (None, NumPy's error),
+    tried on a copy (a read-only v on itself: it must refuse); None where NumPy deprecates it."""
+    with quiet():
+        try:
+            if v.n.flags.writeable:
+                trial = v.n.copy()
+                apply(trial)
+                return trial, None
+            apply(v.n)
+            raise AssertionError("NumPy wrote into a read-only array")
+        except ERRORS as e:
+            return None, e
+        except DEPRECATED:
+            return None
+
+
+def refused_alike(code: str, n_exc: BaseException, v: Var, lg_apply: Callable[[], object]) -> None:
+    """NumPy refused a write: lazygraph refuses it with the same family of error, while recording;
+    a NaN/inf stored into an integer-indexed element is the documented exception."""
+    before = evaluations()
+    try:
+        lg_apply()
+    except Exception as e:
+        assert _family_ok(n_exc, e), (
+            f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph {type(e).__name__} ({e})"
+        )
+        assert evaluations() == before, f"{code}: the error was not raised at record time"
+        note(f"# {code} -> {type(e).__name__} (as NumPy)")
+        return
+    if isinstance(n_exc, (ValueError, OverflowError)) and "cannot convert float" in str(n_exc):
+        # NumPy's `a[i]` is a scalar whose NaN/inf setitem refuses; lazygraph's is a lazy
+        # 0-d value known only at evaluation (docs/numpy.md, "Values decided while recording")
+        note(f"# {code} -> stored (NumPy: {n_exc}; a documented difference)")
+        with quiet():  # NumPy's side takes what lazygraph stored (its array cast), views too
+            v.n[...] = v.a.numpy()
+        return
+    raise AssertionError(f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph accepted it")
 
 
 def kernels() -> int:
@@ -1284,40 +1324,13 @@ class LazyProgram(RuleBasedStateMachine):
                 assert res is v.a
 
         # 1. Does NumPy accept it? (on a copy; read-only targets on themselves: no change)
-        with quiet():
-            try:
-                if v.n.flags.writeable:
-                    trial = v.n.copy()
-                    np_apply(trial)
-                else:
-                    np_apply(v.n)
-                    raise AssertionError("NumPy wrote into a read-only array")
-                n_exc = None
-            except ERRORS as e:
-                n_exc = e
-            except DEPRECATED:
-                return
+        answer = numpy_write(v, np_apply)
+        if answer is None:
+            return
+        trial, n_exc = answer
         if n_exc is not None:
-            before = evaluations()
-            try:
-                lg_apply()
-            except Exception as e:
-                assert _family_ok(n_exc, e), (
-                    f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph {type(e).__name__} ({e})"
-                )
-                assert evaluations() == before, f"{code}: the error was not raised at record time"
-                note(f"# {code} -> {type(e).__name__} (as NumPy)")
-                return
-            if isinstance(n_exc, (ValueError, OverflowError)) and "cannot convert float" in str(n_exc):
-                # NumPy's `a[i]` is a scalar whose NaN/inf setitem refuses; lazygraph's is a lazy
-                # 0-d value known only at evaluation (docs/numpy.md, "Values decided while recording")
-                note(f"# {code} -> stored (NumPy: {n_exc}; a documented difference)")
-                with quiet():  # NumPy's side takes what lazygraph stored (its array cast), views too
-                    v.n[...] = v.a.numpy()
-                return
-            raise AssertionError(
-                f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph accepted it"
-            )
+            refused_alike(code, n_exc, v, lg_apply)
+            return
         # 2. Is the result safe to keep (overflow-free, within the error model)?
         region_n = v.n if key is None else np.asarray(v.n[key])
         ins = [(region_n, v.err), (np.asarray(yn), ey)]
@@ -1368,43 +1381,17 @@ class LazyProgram(RuleBasedStateMachine):
             tshape = tshape + (3,)  # usually not broadcastable: ValueError on both sides
         yl, yn, ey, ys = self.operand(data, tshape, grow=False)
         code = f"{v}[{fmt_key(key)}] = {ys}"
-        with quiet():
-            try:
-                if v.n.flags.writeable:
-                    trial = v.n.copy()
-                    trial[key] = yn
-                else:
-                    v.n[key] = yn
-                    raise AssertionError("NumPy wrote into a read-only array")
-                n_exc = None
-            except ERRORS as e:
-                n_exc = e
-            except DEPRECATED:
-                return
+        answer = numpy_write(v, lambda t: t.__setitem__(key, yn))
+        if answer is None:
+            return
+        trial, n_exc = answer
         # A NumPy quirk lazygraph does not copy: an empty target accepts values of any shape.
         if n_exc is None and not fits_value(np.shape(yn), np.shape(trial[key])):
             return
         before = evaluations()
         if n_exc is not None:
-            try:
-                v.a[key] = yl
-            except Exception as e:
-                assert _family_ok(n_exc, e), (
-                    f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph {type(e).__name__} ({e})"
-                )
-                assert evaluations() == before, f"{code}: the error was not raised at record time"
-                note(f"# {code} -> {type(e).__name__} (as NumPy)")
-                return
-            if isinstance(n_exc, (ValueError, OverflowError)) and "cannot convert float" in str(n_exc):
-                # NumPy's `a[i]` is a scalar whose NaN/inf setitem refuses; lazygraph's is a lazy
-                # 0-d value known only at evaluation (docs/numpy.md, "Values decided while recording")
-                note(f"# {code} -> stored (NumPy: {n_exc}; a documented difference)")
-                with quiet():  # NumPy's side takes what lazygraph stored (its array cast), views too
-                    v.n[...] = v.a.numpy()
-                return
-            raise AssertionError(
-                f"{code}: NumPy raises {type(n_exc).__name__} ({n_exc}) but lazygraph accepted it"
-            )
+            refused_alike(code, n_exc, v, lambda: v.a.__setitem__(key, yl))
+            return
         yarr = np.asarray(yn)
         tdt = v.n.dtype
         if tdt.kind in "iu" and yarr.dtype.kind == "f" and (not all_finite(yarr) or mag(yarr) >= 2**31):

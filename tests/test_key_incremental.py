@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _support import walked
+from _support import one_hint, programs_match_numpy, walked
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cache_fuzz import inputs_for, programs, run
@@ -209,18 +209,8 @@ def test_guard_outcomes_are_memoized_per_sizes_and_still_right():
 def test_random_programs_under_one_hint_get_the_full_walks_keys(progs, seed):
     # every graph has the same hint, so each walk tries the others' templates first; programs
     # are recorded twice (the second time through a template) and then evaluated
-    template.clear()
-    real = template.roots_hint
-    template.roots_hint = lambda roots: 0
-    try:
-        with lg.settings.override(jit=False):
-            for _ in range(2):
-                for code, evaluate_mid in progs:
-                    exact(*run(lg, code, inputs_for(3, 4, seed), evaluate_mid))
-            for code, _ in progs:
-                inputs = inputs_for(3, 4, seed)
-                got = [np.array(v) for v in lg.eval(*run(lg, code, inputs, False))]
-                for g, w in zip(got, run(np, code, inputs, False)):
-                    np.testing.assert_allclose(g, np.asarray(w), rtol=2e-6, atol=1e-6, equal_nan=True)
-    finally:
-        template.roots_hint = real
+    with one_hint(), lg.settings.override(jit=False):
+        for _ in range(2):
+            for code, evaluate_mid in progs:
+                exact(*run(lg, code, inputs_for(3, 4, seed), evaluate_mid))
+        programs_match_numpy(progs, seed)

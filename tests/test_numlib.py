@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _support import evaluations, lazy_inputs
 from gradcheck import check_grad
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -39,10 +40,6 @@ dtypes_c = st.sampled_from(
 )
 
 
-def evaluations() -> int:
-    return lg.debug.evaluation_stats()["evaluations"]
-
-
 def complex_arrays(dtype: np.dtype, shape, special: bool = False):
     parts = arrays(np.float64, shape, special=special)
 
@@ -68,19 +65,6 @@ def any_array(dtype_st=dtypes, shape_st=None, special=None):
         return draw(arrays(dt, shape, special=sp))
 
     return draw_it()
-
-
-@st.composite
-def lazy_inputs(draw, a: np.ndarray):
-    """A lazy array equal to `a`: a fresh one, a negative-stride view, or a strided slice."""
-    kind = draw(st.sampled_from(["plain", "flipped", "strided"])) if a.ndim else "plain"
-    if kind == "plain":
-        return lg.asarray(a)
-    if kind == "flipped":
-        return lg.flip(lg.asarray(np.flip(a)))
-    big = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
-    big[..., 1::2] = a
-    return lg.asarray(big)[..., 1::2]
 
 
 def same(np_fn, lg_fn, errors=RECORD_ERRORS, **kw) -> None:

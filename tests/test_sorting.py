@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _support import evaluations, lazy_inputs
 from gradcheck import check_grad
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -22,23 +23,6 @@ SOME = settings(max_examples=40, deadline=None)
 real_dtypes = st.sampled_from(
     [np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.int64, np.float32, np.float64)]
 )
-
-
-def evaluations() -> int:
-    return lg.debug.evaluation_stats()["evaluations"]
-
-
-@st.composite
-def lazy_inputs(draw, a: np.ndarray):
-    """A lazy array equal to `a`: a fresh one, a negative-stride view, or a strided slice."""
-    kind = draw(st.sampled_from(["plain", "flipped", "strided"])) if a.ndim else "plain"
-    if kind == "plain":
-        return lg.asarray(a)
-    if kind == "flipped":
-        return lg.flip(lg.asarray(np.flip(a)))
-    big = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
-    big[..., 1::2] = a
-    return lg.asarray(big)[..., 1::2]
 
 
 def same(np_fn, lg_fn, evals: int = 0, loose_dtype: bool = False, **kw) -> None:

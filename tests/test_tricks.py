@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support import evaluations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import any_arrays, arrays, assert_matches, check, nonempty_shapes, numeric_dtypes, shapes
@@ -15,10 +16,6 @@ from strategies import any_arrays, arrays, assert_matches, check, nonempty_shape
 import lazygraph as lg
 
 FEW = settings(max_examples=25, deadline=None)
-
-
-def evaluations() -> int:
-    return lg.debug.evaluation_stats()["evaluations"]
 
 
 @pytest.mark.parametrize(
