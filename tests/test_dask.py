@@ -245,16 +245,21 @@ def _cluster_program(client, a):
     return stats
 
 
-def test_local_cluster_gathers_each_workers_cache(cold_memory_cache):
+def _on_local_cluster(processes: bool, seed: int) -> dict:
+    """_cluster_program's figures on a local cluster of two one-thread workers (processes or threads)."""
     distributed = pytest.importorskip("distributed")
-    a = np.random.default_rng(7).standard_normal((8, 8))
+    a = np.random.default_rng(seed).standard_normal((8, 8))
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+            n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        stats = _cluster_program(client, a)
+        return _cluster_program(client, a)
+
+
+def test_local_cluster_gathers_each_workers_cache(cold_memory_cache):
+    stats = _on_local_cluster(processes=True, seed=7)
     workers = stats["workers"]
     assert len(workers) == 2 and stats["total"]["processes"] == 3
     assert sum(w["evaluations"] for w in workers.values()) == 8
@@ -268,15 +273,7 @@ def test_local_cluster_gathers_each_workers_cache(cold_memory_cache):
 
 
 def test_threaded_local_cluster_counts_its_process_once(cold_memory_cache):
-    distributed = pytest.importorskip("distributed")
-    a = np.random.default_rng(8).standard_normal((8, 8))
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        stats = _cluster_program(client, a)
+    stats = _on_local_cluster(processes=False, seed=8)
     total = stats["total"]
     assert total["processes"] == 1 and stats["workers"]  # both workers report this process's figures
     assert all(w["pid"] == stats["client"]["pid"] for w in stats["workers"].values())
