@@ -13,7 +13,7 @@ only costs a failed match and the full walk.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -198,6 +198,24 @@ def compile_after(n: int) -> int:
     return 3 + (n >> 4)
 
 
+#: hands a matcher's compile to a worker off the hit path, `DEFER(key, job)` (the engine installs
+#: its background worker; None: none)
+DEFER: Callable[[Hashable, Callable[[], object]], bool] | None = None
+#: with a worker, the general matches after which the compile is handed to it: a structure seen
+#: twice recurs, and its hit path then waits neither for `compile_after` general matches (0.5 us
+#: a slot each) nor on the compile (milliseconds at a hundred slots); a worker still busy at
+#: `compile_after` (a kernel compiling) does not hold it up: it compiles in place as without one
+DEFER_AFTER = 2
+
+
+def _compile(t: Template) -> None:
+    """Give `t` its compiled matcher (on the worker, or in place; the first one kept)."""
+    if t.fast is None:
+        fast = compile_matcher(t, buffers_ok)
+        if t.fast is None:
+            t.fast = fast
+
+
 def _match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
     """`match` through the template's compiled matcher once it has one (cache/tmatch.py)."""
     fast = t.fast
@@ -210,8 +228,11 @@ def _match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
     nodes = match(t, roots)
     if nodes is not None:
         t.uses += 1
-        if t.uses >= compile_after(t.n) and t.n <= MAX_SLOTS:
-            t.fast = compile_matcher(t, buffers_ok)
+        if t.n <= MAX_SLOTS:
+            if t.uses >= compile_after(t.n):
+                _compile(t)
+            elif t.uses == DEFER_AFTER and DEFER is not None:
+                DEFER(("matcher", id(t)), lambda: _compile(t))
     return nodes
 
 

@@ -46,10 +46,11 @@ def enabled() -> bool:
     return SETTINGS.jit_background
 
 
-def submit(key: Hashable, job: Callable[[], object]) -> bool:
+def submit(key: Hashable, job: Callable[[], object], first: bool = False) -> bool:
     """Queue `job` under `key` (once while it is queued); False when that key failed before.
 
-    On False the caller does the work itself, in the foreground.
+    On False the caller does the work itself, in the foreground. `first` queues it ahead of the
+    others (a short job whose result the next evaluations use, behind no kernel compile).
     """
     global _worker, IDENT
     with _cond:
@@ -58,7 +59,10 @@ def submit(key: Hashable, job: Callable[[], object]) -> bool:
         if key in _queued:
             return True
         _queued.add(key)
-        _queue.append((key, job))
+        if first:
+            _queue.appendleft((key, job))
+        else:
+            _queue.append((key, job))
         COUNTS["submitted"] += 1
         if _worker is None or not _worker.is_alive():
             _worker = threading.Thread(target=_run, name="lazygraph-background", daemon=True)

@@ -16,6 +16,10 @@ differently, that was already so between small and large arrays.
 
 Without a background worker (LAZYGRAPH_JIT_BACKGROUND=0) nothing would finish the job, so a
 miss optimizes fully, as does an uncached evaluation (nothing to replace).
+
+The hit path's compiled template matchers (cache/template.py) are a tier too: a structure
+matched twice gets its matcher compiled on the worker, ahead of the queued kernels (in place,
+as without a worker, when the worker is still busy at `template.compile_after` matches).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from cache import template
 from cache.graph import Graph
 from cache.key import Walk
 from cache.store import Entry
@@ -160,3 +165,11 @@ def wait(timeout: float | None = None) -> bool:
 def pending() -> bool:
     """Whether background work (optimization or compilation) is queued or running."""
     return not background.idle()
+
+
+def _defer_matcher(key: Any, job: Any) -> bool:
+    """Compile a template's matcher on the worker, first in its queue (False: it is off)."""
+    return background.enabled() and background.submit(key, job, first=True)
+
+
+template.DEFER = _defer_matcher
