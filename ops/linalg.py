@@ -160,6 +160,15 @@ register(Einsum())
 # Gradients (see Op.vjp).
 
 
+def _transposed(x: Any) -> bool:
+    """Whether x is recorded as a transposed view of a row-major matrix (or batch of them)."""
+    node = x.node
+    if node.op.name != "view" or x.ndim < 2:
+        return False
+    strides = node.attrs["view"].strides
+    return strides[-2] == 1 and strides[-1] == x.shape[-2] and x.shape[-2] > 1
+
+
 @defvjp("matmul")
 @holomorphic
 def _matmul_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
@@ -173,8 +182,18 @@ def _matmul_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
         g2 = F.expand_dims(g2, -2 if b.ndim > 1 else 0)
     if b.ndim == 1:
         g2 = F.expand_dims(g2, -1)
-    ga = g2 @ F.matrix_transpose(b2)
-    gb = F.matrix_transpose(a2) @ g2
+    # An operand that is a transposed view (`x @ w.T`, as nn.Linear records it) gets its
+    # cotangent as the transpose of a product in its base's orientation: the gradient then
+    # lands in the base's layout, so a kept `w.grad` and the optimizer update read one product
+    # (computed the other way round, the graph needed it in both layouts: two GEMMs).
+    if _transposed(b2):
+        gb = F.matrix_transpose(F.matrix_transpose(g2) @ a2)
+    else:
+        gb = F.matrix_transpose(a2) @ g2
+    if _transposed(a2):
+        ga = F.matrix_transpose(b2 @ F.matrix_transpose(g2))
+    else:
+        ga = g2 @ F.matrix_transpose(b2)
     if a.ndim == 1:
         ga = F.squeeze(ga, axis=-2)
     if b.ndim == 1:

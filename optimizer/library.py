@@ -140,6 +140,8 @@ def library(g: Graph) -> bool:
     for prod in list(g.nodes):
         if not any(_plain(prod, p) for p in _PRODUCERS) or prod.dtype.kind != "f" or id(prod) in mapping:
             continue
+        if prod.src in g.held:  # a live array holds the product (a gradient): it is computed as is
+            continue
         name = prod.op.name
         end, bias, relu_scalar = prod, None, None
         guards = []
