@@ -22,8 +22,10 @@ BUDGET = 2.0
 
 @pytest.mark.parametrize("name", ["bert", "nasrnn", "nasnet_a"])
 def test_mcts_is_at_least_as_good_as_the_taso_search(name: str) -> None:
-    """The graph the pass would search, given to both searches: MCTS's cost is at most TASO's,
-    and it stays within the budget (its final extraction may run past it by a step)."""
+    """The graph the pass would search, given to both searches: MCTS's cost is at most TASO's.
+
+    (How long each search ran is not asserted: tests make no timed assertions; the benchmark
+    reports search times.)"""
     with SETTINGS.override(superopt=True, superopt_search="taso"):
         sg = capture_graph(name, QUICK_SCALE[name])
     assert sg is not None  # the pass's condition holds for these models
@@ -33,4 +35,3 @@ def test_mcts_is_at_least_as_good_as_the_taso_search(name: str) -> None:
     assert taso.start_cost == mcts.start_cost
     assert mcts.cost <= taso.cost * (1 + 1e-9), (name, taso.speedup, mcts.speedup)
     assert mcts.cost < mcts.start_cost  # each of these graphs has a merge that pays
-    assert mcts.seconds < 3 * BUDGET
