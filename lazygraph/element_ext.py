@@ -27,446 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from lazygraph.element_source import SOURCE
+
 MODULE = "_lazygraph_elements"
 STORE_DIR = "elements"  # in the kernel cache, beside the JIT's launcher (jit/launch.py)
 #: the build waits until no other thread ran Python for QUIET_S seconds, or PATIENCE_S seconds
 QUIET_S = 0.01
 PATIENCE_S = 0.1
 
-SOURCE = r"""#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
-#define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
-#include <numpy/ndarraytypes.h>
-
-/* Filled by configure(): the classes, the slots' offsets, the sets of types, the Python paths. */
-static PyTypeObject *T_Array, *T_Scalar, *T_Storage, *T_Held, *T_Node, *T_ndarray;
-static PyObject *HOST, *INT_KEYS, *DIRECT_VALUES, *NP_SCALARS, *REAL_SCALARS, *COMPLEX_VALUES;
-static PyObject *PY_GETITEM, *PY_SETITEM, *PY_FLOAT, *PY_HELD_SCALAR, *EMPTY, *ROWS;
-static PyObject *PY_IOP[4], *PY_REC[4], *PY_ARR_IOP[4], *UFUNC[4], *OPNAME[4], *PY_RECORDED, *MATERIALIZE;
-static PyObject *KW_OUT, *KW_WRITEABLE, *REGION_MAX_OBJ, *RECIPES, *KIND_INDEX;
-static Py_ssize_t REGION_MAX;
-static Py_ssize_t A_STORAGE, A_VIEW, A_READONLY, A_VNODE, A_VBASE;
-static Py_ssize_t N_BUFFER, N_USERS, N_GRAD, N_STATIC, N_DEVICE, N_SHAPE;
-static PyObject *S_NODE, *S_VAL, *S_SRC, *S_HIST, *S_GRAD, *S_STATIC;
-static int READY = 0;
-
-#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
-
-static PyObject *call(PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  PyObject *stack[4];
-  if (nargs > 3) { PyErr_SetString(PyExc_TypeError, "too many arguments"); return NULL; }
-  stack[0] = self;
-  for (Py_ssize_t i = 0; i < nargs; i++) stack[i + 1] = args[i];
-  return PyObject_Vectorcall(fn, stack, nargs + 1, NULL);
-}
-
-static int in_set(PyObject *set, PyObject *o) {
-  int r = PySet_Contains(set, (PyObject *)Py_TYPE(o));
-  if (r < 0) { PyErr_Clear(); return 0; }
-  return r;
-}
-
-static int int_key(PyObject *k) { return PyLong_CheckExact(k) || in_set(INT_KEYS, k); }
-
-/* a key of integers only: 0 no, 1 one integer, n+1 a tuple of n integers */
-static Py_ssize_t int_index(PyObject *key) {
-  if (PyLong_CheckExact(key)) return 1;
-  if (PyTuple_CheckExact(key)) {
-    Py_ssize_t n = PyTuple_GET_SIZE(key);
-    for (Py_ssize_t i = 0; i < n; i++)
-      if (!int_key(PyTuple_GET_ITEM(key, i))) return 0;
-    return n + 1;
-  }
-  return in_set(INT_KEYS, key) ? 1 : 0;
-}
-
-static int is_false(PyObject *o) { return o == Py_False; }
-
-/* the memoized view of row `key` of a whole base of this node's shape (elements._ROWS), a
-   borrowed reference, or NULL (not a row of 2 or more dimensions, or not memoized yet) */
-static PyObject *row_of(PyObject *node, PyObject *key) {
-  PyObject *shape = SLOT(node, N_SHAPE);
-  if (shape == NULL || !PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) < 2) return NULL;
-  PyObject *k = PyTuple_Pack(2, shape, key);
-  if (k == NULL) { PyErr_Clear(); return NULL; }
-  PyObject *row = PyDict_GetItemWithError(ROWS, k);
-  Py_DECREF(k);
-  if (row == NULL) PyErr_Clear();
-  return row;
-}
-
-/* a[key]: elements.__getitem__'s first branch (`_held_element`), and rows of a whole base */
-static PyObject *lg_getitem(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  if (!READY || nargs != 1 || Py_TYPE(self) != T_Array || SLOT(self, A_VIEW) != Py_None) goto slow;
-  PyObject *key = args[0], *st = SLOT(self, A_STORAGE);
-  if (st == NULL || Py_TYPE(st) != T_Storage) goto slow;
-  PyObject *node = PyObject_GetAttr(st, S_NODE);
-  if (node == NULL) { PyErr_Clear(); goto slow; }
-  if (Py_TYPE(node) != T_Node) goto slow_node;
-  PyObject *shape = SLOT(node, N_SHAPE);
-  if (PyLong_CheckExact(key) && shape != NULL && PyTuple_CheckExact(shape) && PyTuple_GET_SIZE(shape) >= 2) {
-    /* a row of a whole base, evaluated or not (elements.__getitem__'s `_ROWS` branch) */
-    PyObject *row = row_of(node, key);
-    Py_DECREF(node);
-    if (row == NULL || SLOT(self, A_READONLY) == NULL) goto slow;  /* the Python method memoizes it, or raises */
-    PyObject *out = T_Array->tp_new(T_Array, EMPTY, NULL);
-    if (out == NULL) return NULL;
-    SLOT(out, A_STORAGE) = Py_NewRef(st);
-    SLOT(out, A_VIEW) = Py_NewRef(row);
-    SLOT(out, A_VNODE) = Py_NewRef(Py_None);
-    SLOT(out, A_VBASE) = Py_NewRef(Py_None);
-    SLOT(out, A_READONLY) = Py_NewRef(SLOT(self, A_READONLY));
-    return out;
-  }
-  PyObject *buf = SLOT(node, N_BUFFER);
-  if (buf == NULL || Py_TYPE(buf) != T_ndarray || !is_false(SLOT(node, N_GRAD)) || SLOT(node, N_DEVICE) != HOST)
-    goto slow_node;
-  char kind = PyArray_DESCR((PyArrayObject *)buf)->kind;
-  Py_ssize_t n = int_index(key), nd = PyArray_NDIM((PyArrayObject *)buf);
-  if (!(kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f' || kind == 'c')) goto slow_node;
-  if (!(n == 1 ? nd == 1 && !PyTuple_CheckExact(key) : n > 1 && n - 1 == nd)) goto slow_node;
-  PyObject *val = PyObject_GetItem(buf, key);
-  if (val == NULL) { PyErr_Clear(); goto slow_node; }  /* out of range: the general path raises */
-  if (Py_TYPE(val) == T_ndarray) { Py_DECREF(val); goto slow_node; }
-  PyObject *held = T_Held->tp_new(T_Held, EMPTY, NULL);
-  if (held == NULL) { Py_DECREF(val); Py_DECREF(node); return NULL; }
-  PyObject *src = kind == 'f' ? PyWeakref_NewRef(node, NULL) : Py_NewRef(Py_None);
-  Py_DECREF(node);
-  if (src == NULL || PyObject_SetAttr(held, S_VAL, val) < 0 || PyObject_SetAttr(held, S_SRC, src) < 0) {
-    Py_XDECREF(src); Py_DECREF(val); Py_DECREF(held); return NULL;
-  }
-  Py_DECREF(src);
-  Py_DECREF(val);
-  PyObject *out = T_Scalar->tp_new(T_Scalar, EMPTY, NULL);
-  if (out == NULL) { Py_DECREF(held); return NULL; }
-  SLOT(out, A_STORAGE) = held;
-  SLOT(out, A_VIEW) = Py_NewRef(Py_None);
-  SLOT(out, A_VNODE) = Py_NewRef(Py_None);
-  SLOT(out, A_VBASE) = Py_NewRef(Py_None);
-  SLOT(out, A_READONLY) = Py_NewRef(Py_False);
-  return out;
-slow_node:
-  Py_DECREF(node);
-slow:
-  return call(PY_GETITEM, self, args, nargs);
-}
-
-/* direct._writable's proof for storage `st`: a new reference to its node when the node's buffer
-   is an ndarray that nothing else can read (no write history, not a parameter or model state,
-   on the host, owning its memory, the node held by the storage alone and the buffer by the
-   node alone); else NULL, no error set */
-static PyObject *dead_buffer(PyObject *st) {
-  PyObject *attr, *node;
-  if (st == NULL || Py_TYPE(st) != T_Storage) return NULL;
-  attr = PyObject_GetAttr(st, S_HIST);
-  if (attr == NULL) { PyErr_Clear(); return NULL; }
-  Py_DECREF(attr);
-  if (attr != Py_None) return NULL;
-  attr = PyObject_GetAttr(st, S_GRAD);
-  if (attr == NULL) { PyErr_Clear(); return NULL; }
-  Py_DECREF(attr);
-  if (attr != Py_False) return NULL;
-  attr = PyObject_GetAttr(st, S_STATIC);
-  if (attr == NULL) { PyErr_Clear(); return NULL; }
-  Py_DECREF(attr);
-  if (attr != Py_False) return NULL;
-  node = PyObject_GetAttr(st, S_NODE);
-  if (node == NULL) { PyErr_Clear(); return NULL; }
-  if (Py_TYPE(node) != T_Node) { Py_DECREF(node); return NULL; }
-  PyObject *users = SLOT(node, N_USERS), *buf = SLOT(node, N_BUFFER);
-  if (users == NULL || !PyLong_CheckExact(users) || PyLong_AsSsize_t(users) != 1 || !is_false(SLOT(node, N_GRAD))
-      || !is_false(SLOT(node, N_STATIC)) || SLOT(node, N_DEVICE) != HOST || buf == NULL || Py_TYPE(buf) != T_ndarray
-      || PyArray_BASE((PyArrayObject *)buf) != NULL || Py_REFCNT(node) != 2 || Py_REFCNT(buf) != 1) {
-    Py_DECREF(node);
-    return NULL;
-  }
-  return node;
-}
-
-/* direct._writable(arr): the buffer of an evaluated host array nothing else can read, or None */
-static PyObject *lg_writable(PyObject *mod, PyObject *arr) {
-  if (!READY || !PyObject_TypeCheck(arr, T_Array)) Py_RETURN_NONE;
-  PyObject *node = dead_buffer(SLOT(arr, A_STORAGE));
-  if (node == NULL) Py_RETURN_NONE;
-  PyObject *buf = Py_NewRef(SLOT(node, N_BUFFER));
-  Py_DECREF(node);
-  return buf;
-}
-
-/* a[key] = v: direct._direct_set and direct._writable, for integer keys, unviewed arrays */
-static PyObject *lg_setitem(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  PyObject *node = NULL, *v = NULL;
-  if (!READY || nargs != 2 || Py_TYPE(self) != T_Array || !is_false(SLOT(self, A_READONLY))
-      || SLOT(self, A_VBASE) != Py_None || SLOT(self, A_VIEW) != Py_None)
-    goto slow;
-  PyObject *key = args[0], *value = args[1], *st = SLOT(self, A_STORAGE);
-  if (Py_TYPE(value) == T_Array) {
-    /* `a[i] = r` for r = a[i] written through (`a[i] += v` of a row): NumPy's no-op
-       (recorders._lean_setitem's first case), when the storage is no parameter */
-    if (!PyLong_CheckExact(key) || st == NULL || Py_TYPE(st) != T_Storage || SLOT(value, A_STORAGE) != st)
-      goto slow;
-    PyObject *attr = PyObject_GetAttr(st, S_GRAD);
-    if (attr == NULL) { PyErr_Clear(); goto slow; }
-    Py_DECREF(attr);
-    if (attr != Py_False) goto slow;
-    node = PyObject_GetAttr(st, S_NODE);
-    if (node == NULL) { PyErr_Clear(); goto slow; }
-    if (Py_TYPE(node) != T_Node || SLOT(value, A_VIEW) != row_of(node, key)) goto slow;
-    Py_DECREF(node);
-    Py_RETURN_NONE;
-  }
-  if (PyFloat_CheckExact(value) || PyLong_CheckExact(value) || in_set(DIRECT_VALUES, value)) {
-    v = Py_NewRef(value);
-  } else if (Py_TYPE(value) == T_Scalar) {
-    PyObject *vs = SLOT(value, A_STORAGE);
-    if (vs == NULL || Py_TYPE(vs) != T_Held) goto slow;
-    v = PyObject_GetAttr(vs, S_VAL);
-    if (v == NULL) { PyErr_Clear(); goto slow; }
-  } else {
-    goto slow;
-  }
-  if (!int_index(key)) goto slow;
-  node = dead_buffer(st);
-  if (node == NULL) goto slow;
-  PyObject *buf = SLOT(node, N_BUFFER);
-  PyArrayObject *a = (PyArrayObject *)buf;
-  if (!(PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE)) goto slow;  /* the Python path makes it writeable */
-  if (PyArray_DESCR(a)->kind != 'c' && in_set(COMPLEX_VALUES, v)) goto slow;  /* it warns at the user's line */
-  if (PyObject_SetItem(buf, key, v) < 0) { PyErr_Clear(); goto slow; }
-  Py_DECREF(node);
-  Py_DECREF(v);
-  Py_RETURN_NONE;
-slow:
-  Py_XDECREF(node);
-  Py_XDECREF(v);
-  return call(PY_SETITEM, self, args, nargs);
-}
-
-/* float(s): Scalar.__float__ of a held element of a real kind */
-static PyObject *lg_float(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  PyObject *st = SLOT(self, A_STORAGE);
-  if (READY && nargs == 0 && st != NULL && Py_TYPE(st) == T_Held) {
-    PyObject *val = PyObject_GetAttr(st, S_VAL);
-    if (val == NULL) { PyErr_Clear(); }
-    else {
-      PyObject *r = in_set(REAL_SCALARS, val) ? PyNumber_Float(val) : NULL;
-      Py_DECREF(val);
-      if (r != NULL) return r;
-      PyErr_Clear();
-    }
-  }
-  return call(PY_FLOAT, self, args, nargs);
-}
-
-/* s op= v: elements.scalar_inplace's held branch with a Python or NumPy scalar */
-static PyObject *iop(int k, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  PyObject *st = SLOT(self, A_STORAGE);
-  if (!READY || nargs != 1 || st == NULL || Py_TYPE(st) != T_Held) return call(PY_IOP[k], self, args, nargs);
-  PyObject *other = args[0];
-  if (!(PyFloat_CheckExact(other) || PyLong_CheckExact(other) || in_set(DIRECT_VALUES, other)))
-    return call(PY_IOP[k], self, args, nargs);
-  PyObject *val = PyObject_GetAttr(st, S_VAL);
-  if (val == NULL) { PyErr_Clear(); return call(PY_IOP[k], self, args, nargs); }
-  PyObject *r;
-  switch (k) {
-    case 0: r = PyNumber_Add(val, other); break;
-    case 1: r = PyNumber_Subtract(val, other); break;
-    case 2: r = PyNumber_Multiply(val, other); break;
-    default: r = PyNumber_TrueDivide(val, other); break;
-  }
-  Py_DECREF(val);
-  if (r == NULL || !in_set(NP_SCALARS, r)) {  /* the recorded path raises it, or records it */
-    if (r == NULL) PyErr_Clear();
-    Py_XDECREF(r);
-    return call(PY_REC[k], self, args, nargs);
-  }
-  /* held by the statement alone (`a[i] += v`): nobody sees the old value go */
-  if (Py_REFCNT(self) == 1 && Py_REFCNT(st) == 1) {
-    int bad = PyObject_SetAttr(st, S_VAL, r);
-    Py_DECREF(r);
-    return bad ? NULL : Py_NewRef(self);
-  }
-  PyObject *src = PyObject_GetAttr(st, S_SRC);
-  if (src == NULL) { Py_DECREF(r); return NULL; }
-  PyObject *stack[2] = {r, src};
-  PyObject *out = PyObject_Vectorcall(PY_HELD_SCALAR, stack, 2, NULL);
-  Py_DECREF(r);
-  Py_DECREF(src);
-  return out;
-}
-
-/* region op= other: elements._inplace's direct branch (direct._direct_inplace) for a view
-   array whose node was never read, over a buffer nothing else can read */
-static PyObject *arr_iop(int k, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  PyObject *node = NULL, *o = NULL;
-  if (!READY || nargs != 1 || Py_TYPE(self) != T_Array || UFUNC[k] == Py_None || !is_false(SLOT(self, A_READONLY))
-      || SLOT(self, A_VBASE) != Py_None)
-    goto slow;
-  PyObject *view = SLOT(self, A_VIEW), *other = args[0];
-  if (view == NULL || view == Py_None || !PyTuple_Check(view) || PyTuple_GET_SIZE(view) != 3) goto slow;
-  if (Py_TYPE(other) == T_Array) {
-    PyObject *ost = SLOT(other, A_STORAGE);
-    if (SLOT(other, A_VIEW) != Py_None || ost == NULL || Py_TYPE(ost) != T_Storage) goto slow;
-    PyObject *onode = PyObject_GetAttr(ost, S_NODE);
-    if (onode == NULL) { PyErr_Clear(); goto slow; }
-    o = Py_TYPE(onode) == T_Node ? Py_XNewRef(SLOT(onode, N_BUFFER)) : NULL;
-    Py_DECREF(onode);
-    if (o == NULL || Py_TYPE(o) != T_ndarray) goto slow;
-  } else if (Py_TYPE(other) == T_ndarray || PyFloat_CheckExact(other) || PyLong_CheckExact(other)
-             || in_set(DIRECT_VALUES, other)) {
-    o = Py_NewRef(other);
-  } else {
-    goto slow;
-  }
-  node = dead_buffer(SLOT(self, A_STORAGE));
-  if (node == NULL) goto slow;
-  PyObject *buf = SLOT(node, N_BUFFER), *vshape = PyTuple_GET_ITEM(view, 0);
-  if (!PyTuple_CheckExact(vshape)) goto slow;
-  Py_ssize_t size = 1;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(vshape); i++) {
-    Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(vshape, i));
-    if (d < 0) { PyErr_Clear(); goto slow; }
-    size *= d;
-    if (size > REGION_MAX) goto slow;  /* larger regions stay recorded, to fuse */
-  }
-  int flags = PyArray_FLAGS((PyArrayObject *)buf);
-  /* another layout would be materialized as a copy; a read-only buffer: the Python path
-     makes it writeable (`_value` handed it out) */
-  if (!(flags & NPY_ARRAY_C_CONTIGUOUS) || !(flags & NPY_ARRAY_WRITEABLE)) goto slow;
-  /* ops.views.materialize(buf, view, writeable=True): a basic index of the buffer when its
-     recipe memo says so (`base[arg]`, kind "i"), else the function itself */
-  PyObject *region = NULL, *rk = PyTuple_Pack(2, view, SLOT(node, N_SHAPE));
-  PyObject *how = rk == NULL ? NULL : PyDict_GetItemWithError(RECIPES, rk);
-  Py_XDECREF(rk);
-  if (how != NULL && PyTuple_CheckExact(how) && PyTuple_GET_SIZE(how) == 2 && PyTuple_GET_ITEM(how, 0) == KIND_INDEX)
-    region = PyObject_GetItem(buf, PyTuple_GET_ITEM(how, 1));
-  else {
-    PyErr_Clear();
-    PyObject *margs[3] = {buf, view, Py_True};
-    region = PyObject_Vectorcall(MATERIALIZE, margs, 2, KW_WRITEABLE);
-  }
-  if (region == NULL) { PyErr_Clear(); goto slow; }
-  PyObject *uargs[3] = {region, o, region};
-  PyObject *res = PyObject_Vectorcall(UFUNC[k], uargs, 2, KW_OUT);
-  Py_DECREF(region);
-  Py_DECREF(o);
-  Py_DECREF(node);
-  if (res == NULL) {
-    if (PyErr_ExceptionMatches(PyExc_FloatingPointError)) return NULL;  /* np.errstate asked for it */
-    PyErr_Clear();  /* a cast or shape NumPy refuses: nothing written, the recorded path raises */
-    PyObject *rargs[3] = {self, OPNAME[k], other};
-    return PyObject_Vectorcall(PY_RECORDED, rargs, 3, NULL);
-  }
-  Py_DECREF(res);
-  return Py_NewRef(self);
-slow:
-  Py_XDECREF(node);
-  Py_XDECREF(o);
-  return call(PY_ARR_IOP[k], self, args, nargs);
-}
-
-static PyObject *lg_arr_iadd(PyObject *s, PyObject *const *a, Py_ssize_t n) { return arr_iop(0, s, a, n); }
-static PyObject *lg_arr_isub(PyObject *s, PyObject *const *a, Py_ssize_t n) { return arr_iop(1, s, a, n); }
-static PyObject *lg_arr_imul(PyObject *s, PyObject *const *a, Py_ssize_t n) { return arr_iop(2, s, a, n); }
-static PyObject *lg_arr_itruediv(PyObject *s, PyObject *const *a, Py_ssize_t n) { return arr_iop(3, s, a, n); }
-
-static PyObject *lg_iadd(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(0, s, a, n); }
-static PyObject *lg_isub(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(1, s, a, n); }
-static PyObject *lg_imul(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(2, s, a, n); }
-static PyObject *lg_itruediv(PyObject *s, PyObject *const *a, Py_ssize_t n) { return iop(3, s, a, n); }
-
-static PyMethodDef ARRAY_METHODS[] = {
-  {"__getitem__", (PyCFunction)(void (*)(void))lg_getitem, METH_FASTCALL, "a[key] (element loops in C)"},
-  {"__setitem__", (PyCFunction)(void (*)(void))lg_setitem, METH_FASTCALL, "a[key] = v (element loops in C)"},
-  {"__iadd__", (PyCFunction)(void (*)(void))lg_arr_iadd, METH_FASTCALL, "region += v (row loops in C)"},
-  {"__isub__", (PyCFunction)(void (*)(void))lg_arr_isub, METH_FASTCALL, "region -= v (row loops in C)"},
-  {"__imul__", (PyCFunction)(void (*)(void))lg_arr_imul, METH_FASTCALL, "region *= v (row loops in C)"},
-  {"__itruediv__", (PyCFunction)(void (*)(void))lg_arr_itruediv, METH_FASTCALL, "region /= v (row loops in C)"},
-  {NULL, NULL, 0, NULL}};
-static PyMethodDef SCALAR_METHODS[] = {
-  {"__float__", (PyCFunction)(void (*)(void))lg_float, METH_FASTCALL, "float(s) (element loops in C)"},
-  {"__iadd__", (PyCFunction)(void (*)(void))lg_iadd, METH_FASTCALL, "s += v (element loops in C)"},
-  {"__isub__", (PyCFunction)(void (*)(void))lg_isub, METH_FASTCALL, "s -= v (element loops in C)"},
-  {"__imul__", (PyCFunction)(void (*)(void))lg_imul, METH_FASTCALL, "s *= v (element loops in C)"},
-  {"__itruediv__", (PyCFunction)(void (*)(void))lg_itruediv, METH_FASTCALL, "s /= v (element loops in C)"},
-  {NULL, NULL, 0, NULL}};
-
-static int offset(PyObject *cls, const char *name, Py_ssize_t *out) {
-  PyObject *d = PyObject_GetAttrString(cls, name);
-  if (d == NULL) return -1;
-  if (Py_TYPE(d) != &PyMemberDescr_Type) {
-    Py_DECREF(d);
-    PyErr_Format(PyExc_TypeError, "%s is not a slot", name);
-    return -1;
-  }
-  *out = ((PyMemberDescrObject *)d)->d_member->offset;
-  Py_DECREF(d);
-  return 0;
-}
-
-static PyObject *get(PyObject *cfg, const char *name) {
-  PyObject *o = PyDict_GetItemString(cfg, name);
-  if (o == NULL) PyErr_Format(PyExc_KeyError, "configure: %s missing", name);
-  return Py_XNewRef(o);
-}
-
-/* configure(cfg: dict) -> (array descriptors: dict, scalar descriptors: dict) */
-static PyObject *lg_configure(PyObject *mod, PyObject *cfg) {
-  PyObject *rows = PyDict_Check(cfg) ? PyDict_GetItemString(cfg, "rows") : NULL;
-  if (READY || rows == NULL || !PyDict_CheckExact(rows)) { PyErr_SetString(PyExc_RuntimeError, "configure: once, with a dict"); return NULL; }
-  PyObject **objs[] = {(PyObject **)&T_Array, (PyObject **)&T_Scalar, (PyObject **)&T_Storage, (PyObject **)&T_Held,
-                       (PyObject **)&T_Node, (PyObject **)&T_ndarray, &HOST, &INT_KEYS, &DIRECT_VALUES, &NP_SCALARS,
-                       &REAL_SCALARS, &COMPLEX_VALUES, &PY_GETITEM, &PY_SETITEM, &PY_FLOAT, &PY_HELD_SCALAR,
-                       &PY_IOP[0], &PY_IOP[1], &PY_IOP[2], &PY_IOP[3], &PY_REC[0], &PY_REC[1], &PY_REC[2], &PY_REC[3],
-                       &ROWS, &PY_ARR_IOP[0], &PY_ARR_IOP[1], &PY_ARR_IOP[2], &PY_ARR_IOP[3], &UFUNC[0], &UFUNC[1],
-                       &UFUNC[2], &UFUNC[3], &OPNAME[0], &OPNAME[1], &OPNAME[2], &OPNAME[3], &PY_RECORDED, &MATERIALIZE,
-                       &REGION_MAX_OBJ, &RECIPES, &KIND_INDEX};
-  const char *names[] = {"Array", "Scalar", "Storage", "Held", "Node", "ndarray", "HOST", "INT_KEYS", "DIRECT_VALUES",
-                         "NP_SCALARS", "REAL_SCALARS", "COMPLEX_VALUES", "getitem", "setitem", "float", "held_scalar",
-                         "iadd", "isub", "imul", "itruediv", "add", "subtract", "multiply", "divide", "rows",
-                         "arr_iadd", "arr_isub", "arr_imul", "arr_itruediv", "ufunc_add", "ufunc_subtract",
-                         "ufunc_multiply", "ufunc_divide", "name_add", "name_subtract", "name_multiply", "name_divide",
-                         "recorded", "materialize", "region_max", "recipes", "kind_index"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if ((*objs[i] = get(cfg, names[i])) == NULL) return NULL;
-  PyObject *arr = (PyObject *)T_Array, *nod = (PyObject *)T_Node;
-  if (offset(arr, "_storage", &A_STORAGE) || offset(arr, "_view", &A_VIEW) || offset(arr, "_readonly", &A_READONLY)
-      || offset(arr, "_vnode", &A_VNODE) || offset(arr, "_vbase", &A_VBASE) || offset(nod, "buffer", &N_BUFFER)
-      || offset(nod, "users", &N_USERS) || offset(nod, "requires_grad", &N_GRAD) || offset(nod, "static", &N_STATIC)
-      || offset(nod, "device", &N_DEVICE) || offset(nod, "shape", &N_SHAPE))
-    return NULL;
-  if (!(S_NODE = PyUnicode_InternFromString("node")) || !(S_VAL = PyUnicode_InternFromString("val"))
-      || !(S_SRC = PyUnicode_InternFromString("src")) || !(S_HIST = PyUnicode_InternFromString("hist"))
-      || !(S_GRAD = PyUnicode_InternFromString("requires_grad")) || !(S_STATIC = PyUnicode_InternFromString("static"))
-      || !(EMPTY = PyTuple_New(0)) || !(KW_OUT = Py_BuildValue("(s)", "out"))
-      || !(KW_WRITEABLE = Py_BuildValue("(s)", "writeable")))
-    return NULL;
-  REGION_MAX = PyLong_AsSsize_t(REGION_MAX_OBJ);
-  if (REGION_MAX < 0) return NULL;
-  if (!PyDict_CheckExact(RECIPES)) { PyErr_SetString(PyExc_TypeError, "configure: recipes"); return NULL; }
-  PyObject *ad = PyDict_New(), *sd = PyDict_New();
-  if (ad == NULL || sd == NULL) return NULL;
-  for (PyMethodDef *m = ARRAY_METHODS; m->ml_name; m++) {
-    PyObject *d = PyDescr_NewMethod(T_Array, m);
-    if (d == NULL || PyDict_SetItemString(ad, m->ml_name, d) < 0) return NULL;
-    Py_DECREF(d);
-  }
-  for (PyMethodDef *m = SCALAR_METHODS; m->ml_name; m++) {
-    PyObject *d = PyDescr_NewMethod(T_Scalar, m);
-    if (d == NULL || PyDict_SetItemString(sd, m->ml_name, d) < 0) return NULL;
-    Py_DECREF(d);
-  }
-  READY = 1;
-  return Py_BuildValue("(NN)", ad, sd);
-}
-
-static PyMethodDef FUNCS[] = {{"configure", lg_configure, METH_O, "configure(cfg) -> (Array methods, Scalar methods)"},
-                              {"writable", lg_writable, METH_O, "direct._writable(arr) in C"},
-                              {NULL, NULL, 0, NULL}};
-static struct PyModuleDef MOD = {PyModuleDef_HEAD_INIT, "_lazygraph_elements", NULL, -1, FUNCS};
-PyMODINIT_FUNC PyInit__lazygraph_elements(void) { return PyModule_Create(&MOD); }
-"""
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"started": False, "methods": None, "error": None, "on": True}
@@ -521,6 +89,8 @@ def _config() -> dict[str, Any]:
         cfg[f"name_{op}"] = op
         PYTHON.setdefault(f"arr_{dunder}", Array.__dict__[f"__{dunder}__"])
         cfg[f"arr_{dunder}"] = PYTHON[f"arr_{dunder}"]
+    PYTHON.setdefault("arr_float", Array.__dict__["__float__"])
+    cfg["arr_float"] = PYTHON["arr_float"]
     cfg["materialize"] = materialize
     # materialize's memo of how each (view, base shape) is built: ("i", index) is `base[index]`
     cfg["recipes"] = views._RECIPES
@@ -546,15 +116,41 @@ def _load() -> None:
             _install(methods)
 
 
-def _install(methods: tuple[dict, dict, Any]) -> None:
+def _install(methods: tuple[dict, dict, type, Any]) -> None:
     from lazygraph import direct
     from lazygraph.array import Array, Scalar
 
-    for cls, table in zip((Array, Scalar), methods[:2], strict=True):
-        for name, fn in table.items():
-            setattr(cls, name, fn)
+    array_methods, scalar_methods, base, writable = methods
+    if _based(Array, base):
+        # the base's slots run `a[i]`, `a[i] = v` and the in-place operators: drop the methods
+        # that would shadow them (a method in the class dict costs a lookup and a bound call)
+        for cls, names in ((Array, (*array_methods, "__float__")), (Scalar, (*IDUNDERS, "__float__"))):
+            for name in names:
+                if name in cls.__dict__:
+                    delattr(cls, name)
+    else:
+        for cls, table in zip((Array, Scalar), (array_methods, scalar_methods), strict=True):
+            for name, fn in table.items():
+                setattr(cls, name, fn)
     PYTHON.setdefault("writable", direct._writable)
-    direct._writable = methods[2]  # the proof of direct writes of regions (`_direct_inplace`) too
+    direct._writable = writable  # the proof of direct writes of regions (`_direct_inplace`) too
+
+
+#: the in-place operators the extension runs for Scalar (`s op= v`) and Array (`region op= v`)
+IDUNDERS = ("__iadd__", "__isub__", "__imul__", "__itruediv__")
+
+
+def _based(cls: type, base: type) -> bool:
+    """Make `base` (no fields of its own: object's layout) the base of `cls`; False where Python refuses."""
+    if cls.__bases__ == (base,):
+        return True
+    if cls.__bases__ != (object,):
+        return False
+    try:
+        cls.__bases__ = (base,)
+    except TypeError:
+        return False
+    return True
 
 
 def _python_methods() -> None:
@@ -567,6 +163,8 @@ def _python_methods() -> None:
     Array.__getitem__ = PYTHON["getitem"]
     Array.__setitem__ = PYTHON["setitem"]
     Scalar.__float__ = PYTHON["float"]
+    if "arr_float" in PYTHON:
+        Array.__float__ = PYTHON["arr_float"]
     for dunder in ("iadd", "isub", "imul", "itruediv"):
         setattr(Scalar, f"__{dunder}__", PYTHON[dunder])
         if f"arr_{dunder}" in PYTHON:

@@ -405,10 +405,14 @@ def _held(self) -> Any:
     return None
 
 
+#: Array's own `float(a)`: the element extension may take `Array.__float__` to its C base
+_ARRAY_FLOAT = Array.__float__
+
+
 # `float(a[i, j])` of an evaluated array reads the element without building a node
 def __float__(self) -> float:
     v = self._held()
-    return Array.__float__(self) if v is None else float(v)
+    return _ARRAY_FLOAT(self) if v is None else float(v)
 
 
 def __int__(self) -> int:
