@@ -80,18 +80,50 @@ static PyObject *storage_node(PyObject *st) {
   return node;
 }
 
+#define WEAKLIST(o) (*(PyObject **)((char *)(o) + Py_TYPE(o)->tp_weaklistoffset))
+
+/* The Scalar last made by held_scalar, kept: when nothing else holds it any more (count 1, no weak
+   reference, still its own `_Held` of the two fields), the next element read refills it instead
+   of allocating and freeing a Scalar and a `_Held` per read. */
+static PyObject *SPARE;
+
+static PyObject *refill_spare(PyObject *val, PyObject *src) {
+  PyObject *out = SPARE, *held;
+  if (out == NULL || Py_REFCNT(out) != 1 || WEAKLIST(out) != NULL) return NULL;
+  held = SLOT(out, A_STORAGE);
+  if (held == NULL || Py_TYPE(held) != T_Held || Py_REFCNT(held) != 1 || WEAKLIST(held) != NULL) return NULL;
+  PyObject *d = PyObject_GenericGetDict(held, NULL);  /* materialized once, the spare's own */
+  if (d == NULL) { PyErr_Clear(); return NULL; }
+  /* exactly `val` and `src` (anything set since, `.grad`, makes a new one) */
+  int ok = PyDict_GET_SIZE(d) == 2 && PyDict_SetItem(d, S_VAL, val) == 0 && PyDict_SetItem(d, S_SRC, src) == 0
+           && PyDict_GET_SIZE(d) == 2;
+  Py_DECREF(d);
+  if (!ok) { PyErr_Clear(); Py_CLEAR(SPARE); return NULL; }
+  Py_XSETREF(SLOT(out, A_VIEW), Py_NewRef(Py_None));
+  Py_XSETREF(SLOT(out, A_VNODE), Py_NewRef(Py_None));
+  Py_XSETREF(SLOT(out, A_VBASE), Py_NewRef(Py_None));
+  Py_XSETREF(SLOT(out, A_READONLY), Py_NewRef(Py_False));
+  return Py_NewRef(out);
+}
+
 /* direct._held_scalar(val, src): a Scalar whose storage is a `_Held` of the NumPy scalar `val` */
 static PyObject *held_scalar(PyObject *val, PyObject *src) {
+  PyObject *out = refill_spare(val, src);
+  if (out != NULL) return out;
   PyObject *held = T_Held->tp_new(T_Held, EMPTY, NULL);
   if (held == NULL) return NULL;
-  if (PyObject_SetAttr(held, S_VAL, val) < 0 || PyObject_SetAttr(held, S_SRC, src) < 0) { Py_DECREF(held); return NULL; }
-  PyObject *out = T_Scalar->tp_new(T_Scalar, EMPTY, NULL);
+  if (PyObject_SetAttr(held, S_VAL, val) < 0 || PyObject_SetAttr(held, S_SRC, src) < 0) {
+    Py_DECREF(held);
+    return NULL;
+  }
+  out = T_Scalar->tp_new(T_Scalar, EMPTY, NULL);
   if (out == NULL) { Py_DECREF(held); return NULL; }
   SLOT(out, A_STORAGE) = held;
   SLOT(out, A_VIEW) = Py_NewRef(Py_None);
   SLOT(out, A_VNODE) = Py_NewRef(Py_None);
   SLOT(out, A_VBASE) = Py_NewRef(Py_None);
   SLOT(out, A_READONLY) = Py_NewRef(Py_False);
+  Py_XSETREF(SPARE, Py_NewRef(out));
   return out;
 }
 
@@ -272,7 +304,7 @@ static PyObject *iop(int k, PyObject *self, PyObject *const *args, Py_ssize_t na
     return call(PY_REC[k], self, args, nargs);
   }
   /* held by the statement alone (`a[i] += v`): nobody sees the old value go */
-  if (Py_REFCNT(self) == 1 && Py_REFCNT(st) == 1) {
+  if (Py_REFCNT(self) == 1 + (self == SPARE) && Py_REFCNT(st) == 1) {
     int bad = PyObject_SetAttr(st, S_VAL, r);
     Py_DECREF(r);
     return bad ? NULL : Py_NewRef(self);

@@ -15,6 +15,7 @@ import operator
 import os
 import sysconfig
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -324,3 +325,45 @@ def test_autograd_writes_stay_recorded():
 
 def test_reused_names_stay_imported():
     assert tdw.DTYPES  # the module whose tests run here in both modes
+
+
+def test_element_reads_held_stay_themselves():
+    """Scalars read and kept (a local, a weak reference, a field set on them) keep their values:
+    the extension refills only a Scalar nothing else holds."""
+    vals = np.arange(6.0) * 1.5
+    a = _evaluated(vals)
+    kept = [a[i] for i in range(6)]  # each held by the list: six distinct Scalars
+    assert len({id(s) for s in kept}) == 6
+    s = a[2]
+    w = weakref.ref(s)
+    del s
+    reads = [float(a[i]) for i in range(6)]  # loops of reads after it
+    assert reads == list(vals)
+    s2 = w()
+    assert s2 is None or float(s2) == vals[2]  # weakly held: never refilled with another element
+    t = a[4]
+    t += 1.0  # `t` is held: a new Scalar, `a` unchanged
+    assert float(t) == vals[4] + 1.0 and float(a[4]) == vals[4]
+    assert [float(x) for x in kept] == list(vals)
+    b = _evaluated(np.arange(4, dtype=np.int32))
+    r = b[1]
+    r._storage.grad = None  # a field set on its storage: not refilled with the next read
+    del r
+    assert [int(b[i]) for i in range(4)] == [0, 1, 2, 3]
+
+
+def test_element_loops_after_kept_reads_match_numpy():
+    """`a[i] += v` and reads interleaved with kept element reads give NumPy's values."""
+    x = np.linspace(-2.0, 3.0, 9)
+    a, n = _evaluated(x.copy()), x.copy()
+    kept, nkept = [], []
+    for i in range(9):
+        a[i] += 0.5
+        n[i] += 0.5
+        if i % 3 == 0:
+            kept.append(a[i])
+            nkept.append(n[i])
+        a[(i + 1) % 9] *= 2.0
+        n[(i + 1) % 9] *= 2.0
+    np.testing.assert_array_equal(a.numpy(), n)
+    assert [float(s) for s in kept] == [float(v) for v in nkept]
