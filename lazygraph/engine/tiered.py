@@ -168,8 +168,15 @@ def pending() -> bool:
 
 
 def _defer_matcher(key: Any, job: Any) -> bool:
-    """Compile a template's matcher on the worker, first in its queue (False: it is off)."""
-    return background.enabled() and background.submit(key, job, first=True)
+    """Compile a template's matcher on the worker, first in its queue (False: it is off), once
+    the program pauses: compiling is Python work (7 ms at 238 slots), which in a first call that
+    records without pause would take the interpreter lock from it (docs/jit.md)."""
+
+    def quietly() -> None:
+        background.await_idle(PATIENCE_S, QUIET_S)
+        job()
+
+    return background.enabled() and background.submit(key, quietly, first=True)
 
 
 template.DEFER = _defer_matcher
