@@ -71,6 +71,7 @@ def _config() -> dict[str, Any]:
         "Held": direct._Held,
         "Node": Node,
         "ndarray": np.ndarray,
+        "float64": np.float64,
         "HOST": HOST,
         "INT_KEYS": frozenset(direct._INT_KEYS),
         "DIRECT_VALUES": frozenset(direct._DIRECT_VALUES),

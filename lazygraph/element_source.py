@@ -12,6 +12,8 @@ SOURCE = r"""#define PY_SSIZE_T_CLEAN
 
 /* Filled by configure(): the classes, the slots' offsets, the sets of types, the Python paths. */
 static PyTypeObject *T_Array, *T_Scalar, *T_Storage, *T_Held, *T_Node, *T_ndarray;
+/* np.float64: the common element type, checked before the type sets (it is in NP_SCALARS and REAL_SCALARS) */
+static PyTypeObject *T_F64;
 static PyObject *HOST, *INT_KEYS, *DIRECT_VALUES, *NP_SCALARS, *REAL_SCALARS, *COMPLEX_VALUES;
 static PyObject *PY_GETITEM, *PY_SETITEM, *PY_FLOAT, *PY_HELD_SCALAR, *EMPTY, *ROWS;
 static PyObject *PY_IOP[4], *PY_REC[4], *PY_ARR_IOP[4], *UFUNC[4], *OPNAME[4], *PY_RECORDED, *MATERIALIZE;
@@ -254,7 +256,9 @@ static PyObject *lg_setitem(PyObject *self, PyObject *const *args, Py_ssize_t na
   PyObject *buf = SLOT(node, N_BUFFER);
   PyArrayObject *a = (PyArrayObject *)buf;
   if (!(PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE)) goto slow;  /* the Python path makes it writeable */
-  if (PyArray_DESCR(a)->kind != 'c' && in_set(COMPLEX_VALUES, v)) goto slow;  /* it warns at the user's line */
+  if (PyArray_DESCR(a)->kind != 'c' && !PyFloat_CheckExact(v) && !PyLong_CheckExact(v) && Py_TYPE(v) != T_F64
+      && in_set(COMPLEX_VALUES, v))
+    goto slow;  /* it warns at the user's line */
   if (PyObject_SetItem(buf, key, v) < 0) { PyErr_Clear(); goto slow; }
   Py_DECREF(node);
   Py_DECREF(v);
@@ -272,7 +276,7 @@ static PyObject *lg_float(PyObject *self, PyObject *const *args, Py_ssize_t narg
     PyObject *val = PyObject_GetAttr(st, S_VAL);
     if (val == NULL) { PyErr_Clear(); }
     else {
-      PyObject *r = in_set(REAL_SCALARS, val) ? PyNumber_Float(val) : NULL;
+      PyObject *r = Py_TYPE(val) == T_F64 || in_set(REAL_SCALARS, val) ? PyNumber_Float(val) : NULL;
       Py_DECREF(val);
       if (r != NULL) return r;
       PyErr_Clear();
@@ -298,7 +302,7 @@ static PyObject *iop(int k, PyObject *self, PyObject *const *args, Py_ssize_t na
     default: r = PyNumber_TrueDivide(val, other); break;
   }
   Py_DECREF(val);
-  if (r == NULL || !in_set(NP_SCALARS, r)) {  /* the recorded path raises it, or records it */
+  if (r == NULL || !(Py_TYPE(r) == T_F64 || in_set(NP_SCALARS, r))) {  /* the recorded path raises it, or records it */
     if (r == NULL) PyErr_Clear();
     Py_XDECREF(r);
     return call(PY_REC[k], self, args, nargs);
@@ -481,13 +485,13 @@ static PyObject *lg_configure(PyObject *mod, PyObject *cfg) {
                        &PY_IOP[0], &PY_IOP[1], &PY_IOP[2], &PY_IOP[3], &PY_REC[0], &PY_REC[1], &PY_REC[2], &PY_REC[3],
                        &ROWS, &PY_ARR_IOP[0], &PY_ARR_IOP[1], &PY_ARR_IOP[2], &PY_ARR_IOP[3], &UFUNC[0], &UFUNC[1],
                        &UFUNC[2], &UFUNC[3], &OPNAME[0], &OPNAME[1], &OPNAME[2], &OPNAME[3], &PY_RECORDED, &MATERIALIZE,
-                       &REGION_MAX_OBJ, &RECIPES, &KIND_INDEX, &PY_ARR_FLOAT};
+                       &REGION_MAX_OBJ, &RECIPES, &KIND_INDEX, &PY_ARR_FLOAT, (PyObject **)&T_F64};
   const char *names[] = {"Array", "Scalar", "Storage", "Held", "Node", "ndarray", "HOST", "INT_KEYS", "DIRECT_VALUES",
                          "NP_SCALARS", "REAL_SCALARS", "COMPLEX_VALUES", "getitem", "setitem", "float", "held_scalar",
                          "iadd", "isub", "imul", "itruediv", "add", "subtract", "multiply", "divide", "rows",
                          "arr_iadd", "arr_isub", "arr_imul", "arr_itruediv", "ufunc_add", "ufunc_subtract",
                          "ufunc_multiply", "ufunc_divide", "name_add", "name_subtract", "name_multiply", "name_divide",
-                         "recorded", "materialize", "region_max", "recipes", "kind_index", "arr_float"};
+                         "recorded", "materialize", "region_max", "recipes", "kind_index", "arr_float", "float64"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if ((*objs[i] = get(cfg, names[i])) == NULL) return NULL;
   PyObject *arr = (PyObject *)T_Array, *nod = (PyObject *)T_Node;
