@@ -188,10 +188,12 @@ static PyObject *dead_buffer(PyObject *st) {
      defaults (None, False, False: configure checked) until set on the instance */
   PyObject *d = PyObject_GenericGetDict(st, NULL), *hist, *grad, *stat;
   if (d == NULL) { PyErr_Clear(); return NULL; }
-  hist = PyDict_GetItemWithError(d, S_HIST);
-  grad = PyDict_GetItemWithError(d, S_GRAD);
-  stat = PyDict_GetItemWithError(d, S_STATIC);
   node = PyDict_GetItemWithError(d, S_NODE);
+  hist = PyDict_GetItemWithError(d, S_HIST);
+  /* `node` and `hist` its only fields (the common case): the other two are the class defaults */
+  int known = node != NULL && PyDict_GET_SIZE(d) == 1 + (hist != NULL);
+  grad = known ? NULL : PyDict_GetItemWithError(d, S_GRAD);
+  stat = known ? NULL : PyDict_GetItemWithError(d, S_STATIC);
   int pending = (hist != NULL && hist != Py_None) || (grad != NULL && grad != Py_False) || (stat != NULL && stat != Py_False);
   Py_XINCREF(node);
   Py_DECREF(d);
