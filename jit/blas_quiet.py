@@ -111,17 +111,11 @@ def _thread_count_fns() -> tuple[Any, Any] | None:
     return None
 
 
-def others_running(at_most: int = 0) -> int:
-    """Runnable threads of other processes now (/proc/loadavg's count less this process's own).
-
-    A count up to `at_most` with this thread's own included is returned without looking at
-    this process's threads (reading their states costs ~0.1 ms): it cannot change a decision.
-    """
+def others_running() -> int:
+    """Runnable threads of other processes now (/proc/loadavg's count less this process's own)."""
     try:
         with open("/proc/loadavg") as f:
             total = int(f.read().split()[3].split("/")[0])
-        if total <= at_most:
-            return max(0, total - 1)  # this thread is running
         mine = 0
         for tid in os.listdir("/proc/self/task"):
             try:
@@ -144,8 +138,7 @@ def blas_threads_fit_load() -> Iterator[None]:
         return
     setter, getter = fns
     before = getter()
-    cores = os.cpu_count() or 1
-    free = max(1, cores - others_running(at_most=cores - before + 1))
+    free = max(1, (os.cpu_count() or 1) - others_running())
     if free >= before:
         yield
         return

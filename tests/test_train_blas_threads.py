@@ -23,13 +23,13 @@ def test_threads_drop_while_cores_are_busy_and_come_back(monkeypatch):
     before = getter()
     if before < 2:
         pytest.skip("OpenBLAS runs one thread here")
-    monkeypatch.setattr(blas_quiet, "others_running", lambda at_most=0: 10**6)  # every core busy
+    monkeypatch.setattr(blas_quiet, "others_running", lambda: 10**6)  # every core busy
     with blas_quiet.blas_threads_fit_load():
         assert getter() == 1
         a = (np.arange(64 * 64) % 5).astype(np.float32).reshape(64, 64)  # exact sums
         np.testing.assert_array_equal(a @ a, (a.astype(np.float64) @ a).astype(np.float32))
     assert getter() == before
-    monkeypatch.setattr(blas_quiet, "others_running", lambda at_most=0: 0)  # an idle machine: unchanged
+    monkeypatch.setattr(blas_quiet, "others_running", lambda: 0)  # an idle machine: unchanged
     with blas_quiet.blas_threads_fit_load():
         assert getter() == before
     assert getter() == before
@@ -38,7 +38,7 @@ def test_threads_drop_while_cores_are_busy_and_come_back(monkeypatch):
 def test_a_failed_step_restores_the_thread_count(monkeypatch):
     fns = blas_quiet._thread_count_fns()
     before = fns[1]() if fns is not None else None
-    monkeypatch.setattr(blas_quiet, "others_running", lambda at_most=0: 10**6)
+    monkeypatch.setattr(blas_quiet, "others_running", lambda: 10**6)
     lg.manual_seed(0)
     model = nn.Linear(4, 3)
     opt = optim.SGD(model.parameters(), lr=0.1)
