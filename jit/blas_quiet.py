@@ -10,8 +10,7 @@ server down does (0.06 ms), and the next BLAS call starts the workers again (its
 back, measured at full two-core speed). The shutdown joins the workers, so it runs only
 while no other Python thread could be inside a BLAS call (the only other live thread is
 lazygraph's idle background worker). Where NumPy's BLAS is not OpenBLAS or the
-symbols are missing, this does nothing; LAZYGRAPH_BLAS_QUIET=0 turns it off (and
-`blas_threads_fit_load` below, which fits a training step's BLAS threads to the free cores).
+symbols are missing, this does nothing; LAZYGRAPH_BLAS_QUIET=0 turns it off.
 """
 
 from __future__ import annotations
