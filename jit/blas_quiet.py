@@ -15,20 +15,17 @@ symbols are missing, this does nothing; LAZYGRAPH_BLAS_QUIET=0 turns it off.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
-import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from ops.settings import SETTINGS
 
 
 @functools.cache
-def _openblas() -> tuple[Any, Any, Any] | None:
-    """(shutdown function, server-running flag, library) of the OpenBLAS NumPy loaded, or None."""
+def _openblas() -> tuple[Any, Any] | None:
+    """(shutdown function, server-running flag) of the OpenBLAS NumPy loaded, or None."""
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line}
@@ -43,7 +40,7 @@ def _openblas() -> tuple[Any, Any, Any] | None:
             continue
         shutdown.restype = ctypes.c_int
         shutdown.argtypes = []
-        return shutdown, avail, lib
+        return shutdown, avail
     return None
 
 
@@ -72,77 +69,3 @@ def park_blas_workers() -> bool:
         return False
     fns[0]()
     return True
-
-
-# -- GEMMs on a shared machine ------------------------------------------------------------
-# A GEMM split over OpenBLAS's threads waits for its slowest part. When other processes
-# occupy cores, one of those threads waits for a time slice and the whole product with it:
-# on two cores under a load of 3-4, the MLP's Adam step took 143-167 ms with two BLAS
-# threads and 36-50 ms with one (its GEMMs alone; measured in alternated processes).
-
-_SET_NAMES = (
-    "openblas_set_num_threads",
-    "scipy_openblas_set_num_threads64_",
-    "scipy_openblas_set_num_threads_64_",
-)
-_GET_NAMES = (
-    "openblas_get_num_threads",
-    "scipy_openblas_get_num_threads64_",
-    "scipy_openblas_get_num_threads_64_",
-)
-
-
-@functools.cache
-def _thread_count_fns() -> tuple[Any, Any] | None:
-    """(set, get) of the thread count of the OpenBLAS NumPy loaded, or None."""
-    fns = _openblas()
-    if fns is None:
-        return None
-    lib = fns[2]
-    for set_name, get_name in zip(_SET_NAMES, _GET_NAMES):
-        try:
-            setter, getter = getattr(lib, set_name), getattr(lib, get_name)
-        except AttributeError:
-            continue
-        setter.restype, setter.argtypes = None, [ctypes.c_int]
-        getter.restype, getter.argtypes = ctypes.c_int, []
-        return setter, getter
-    return None
-
-
-def others_running() -> int:
-    """Runnable threads of other processes now (/proc/loadavg's count less this process's own)."""
-    try:
-        with open("/proc/loadavg") as f:
-            total = int(f.read().split()[3].split("/")[0])
-        mine = 0
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue  # a thread that ended meanwhile
-            mine += stat[stat.rindex(")") + 2] == "R"
-    except (OSError, ValueError, IndexError):
-        return 0
-    return max(0, total - mine)
-
-
-@contextlib.contextmanager
-def blas_threads_fit_load() -> Iterator[None]:
-    """Within the block, BLAS uses only the cores other processes leave free (at least one)."""
-    fns = _thread_count_fns() if SETTINGS.blas_quiet else None
-    if fns is None:
-        yield
-        return
-    setter, getter = fns
-    before = getter()
-    free = max(1, (os.cpu_count() or 1) - others_running())
-    if free >= before:
-        yield
-        return
-    setter(free)
-    try:
-        yield
-    finally:
-        setter(before)

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from jit.blas_quiet import blas_threads_fit_load
 from lazygraph import api, txn
 from lazygraph.array import Array, constant, from_node
 from lazygraph.creation import zeros
@@ -142,9 +141,7 @@ class Optimizer:
                             state = self.state.setdefault(id(p), {})
                             _follow(p, state)
                             self._update(p, p.grad, state, group)
-            # the step's GEMMs split only over cores other processes leave free (jit/blas_quiet.py)
-            with blas_threads_fit_load():
-                self._materialize()
+            self._materialize()
         except BaseException:
             # a failed step (a bad label, an interrupt) is no step: parameters, state arrays and
             # counters go back to their values before it, so the next step is the one it replaced
