@@ -31,8 +31,26 @@ import numpy as np
 
 import lazygraph as lg
 import lazygraph.nn.functional as F
-from jit import backend
+from jit import backend, nvrtc
 from lazygraph.engine.evaluate import evaluate
+
+#: names of the programs whose values disagreed (the run still prints its timings, then fails)
+MISMATCHES: list[str] = []
+
+
+def agree(name: str, got: object, want: object, rtol: float, atol: float) -> bool:
+    """Whether `got` matches `want`; a mismatch is printed and counted, not raised. The absolute
+    tolerance grows with the values' magnitude: a float32 sum of many products (a convolution's
+    gradient) rounds relative to its largest terms, not to each result."""
+    want = np.asarray(want)
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    try:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol + 1e-5 * scale, err_msg=name)
+    except AssertionError as e:
+        MISMATCHES.append(name)
+        print(f"MISMATCH {name}: " + " ".join(str(e).split())[:400])
+        return False
+    return True
 
 
 def _sync() -> None:
@@ -131,7 +149,8 @@ def check_fused(
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5, err_msg=name)
         checked += 1
         if copy_bw is not None:
-            t = _median_time(lambda prog=prog, xs=xs: lg.eval(prog(lg, *xs)), reps)
+            # lg.realize, not lg.eval: the result stays on the GPU (eval would time a copy back)
+            t = _median_time(lambda prog=prog, xs=xs: lg.realize(prog(lg, *xs)), reps)
             fractions[name] = (nargs + 1) * n * d * 4 / t / copy_bw
             if cupy_ok:
                 import cupy
@@ -242,8 +261,7 @@ def step_times(name: str, batch: int, hidden: int, reps: int, torch_ok: bool) ->
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
-        opt.step()
-        lg.eval(loss, *model.parameters())
+        opt.step()  # the step's evaluation point: parameters and loss stay on the GPU
 
     ours = _median_time(lg_step, reps)
     if not torch_ok:
@@ -272,12 +290,17 @@ WINDOWS: dict[str, Callable[..., tuple]] = {
 }
 
 
-def _lg_window(name: str, dev: str, xs: np.ndarray, ws: np.ndarray) -> list:
-    """Step `name` on `dev` with its gradients: the value, d/dx (through zeros that require grad:
-    the data stays data, not a folded constant) and, for conv2d, d/dw."""
+def _window_inputs(dev: str, xs: np.ndarray, ws: np.ndarray) -> tuple[lg.Array, lg.Array, lg.Array]:
+    """The data x, zeros e that require grad (so d/dx flows while the data stays data, not a
+    folded constant) and the weights w, copied to `dev` once, as torch's are."""
     e = lg.asarray(np.zeros_like(xs), device=dev, requires_grad=True)
-    w = lg.asarray(ws, device=dev, requires_grad=True)
-    (y,) = WINDOWS[name](F, lg.asarray(xs, device=dev) + e, w)
+    return lg.asarray(xs, device=dev), e, lg.asarray(ws, device=dev, requires_grad=True)
+
+
+def _lg_window(name: str, x: lg.Array, e: lg.Array, w: lg.Array) -> list:
+    """Step `name` with its gradients: the value, d/dx and, for conv2d, d/dw."""
+    e.grad = w.grad = None
+    (y,) = WINDOWS[name](F, x + e, w)
     (y * y).sum().backward()
     return [y, e.grad] + ([w.grad] if name == "conv2d" else [])
 
@@ -294,18 +317,18 @@ def check_windows(
     checked, times = 0, {}
     for name in WINDOWS:
         before = sum(v for (d, _), v in window_cuda.LAUNCHES.items() if d == dev)
-        got = [v.numpy() for v in _lg_window(name, dev, xs, ws)]
+        inputs = _window_inputs(dev, xs, ws)
+        got = [v.numpy() for v in _lg_window(name, *inputs)]
         launched = sum(v for (d, _), v in window_cuda.LAUNCHES.items() if d == dev) - before
-        want = [v.numpy() for v in _lg_window(name, "cpu", xs, ws)]
-        for g, wv in zip(got, want):
-            np.testing.assert_allclose(g, wv, rtol=1e-4, atol=1e-4, err_msg=name)
-        print(
-            f"{name}: forward and gradients agree with the CPU device ({launched} CUDA window-kernel launches)"
-        )
-        checked += 1
+        want = [v.numpy() for v in _lg_window(name, *_window_inputs("cpu", xs, ws))]
+        if all(agree(name, g, wv, 1e-4, 1e-4) for g, wv in zip(got, want)):
+            print(
+                f"{name}: forward and gradients agree with the CPU device ({launched} CUDA window-kernel launches)"
+            )
+            checked += 1
         if dev != "cuda":
             continue
-        ours = _median_time(lambda name=name: lg.eval(*_lg_window(name, dev, xs, ws)), reps)
+        ours = _median_time(lambda name=name, inputs=inputs: lg.realize(*_lg_window(name, *inputs)), reps)
         theirs = None
         if torch_ok:
             import torch
@@ -350,8 +373,8 @@ def main() -> None:
         copies: list[dict] = []
         got = train_losses(dev, name, batch, steps, hidden, copies)
         want = train_losses("cpu", name, batch, steps, hidden)
-        np.testing.assert_allclose(got, want, rtol=1e-4, err_msg=name)
-        print(f"{name}: {steps} steps, losses agree with the CPU device ({got[-1]:.4f})")
+        if agree(name, got, want, 1e-4, 0.0):
+            print(f"{name}: {steps} steps, losses agree with the CPU device ({got[-1]:.4f})")
         last = copies[-1]  # a warm step: values stay on the device (engine/device_run.py)
         print(
             f"{name}: a warm step copies {last['to_device']} values ({last['to_device_bytes']} bytes) to "
@@ -360,7 +383,7 @@ def main() -> None:
         print(f"result: {name}_step_host_device_bytes = {last['to_device_bytes'] + last['to_host_bytes']}")
         print(f"{name}: a warm step allocates {last['alloc']} device buffers ({last['alloc_bytes']} bytes)")
         print(f"result: {name}_step_device_allocations = {last['alloc']}")
-        checked += 1
+        checked += name not in MISMATCHES
         if gpu:
             steps_t[name] = step_times(name, batch, hidden, reps, torch_ok=not why["torch"])
     side = 1024 if gpu and not args.quick else 256
@@ -392,6 +415,17 @@ def main() -> None:
     for name, f in fractions.items():
         print(f"result: {name}_fraction_of_copy_bandwidth = {f:.3f}")
     print(f"result: gpu_values_checked = {checked}")
+    # Run twice with one LAZYGRAPH_CACHE_DIR: the second (warm) run should compile and optimize nothing.
+    stats = lg.cache.stats()
+    print(
+        f"this run: {nvrtc.COUNTS['compiled']} kernels compiled by NVRTC, {nvrtc.COUNTS['from_store']} "
+        f"read from the kernel store; {stats['misses']} structures optimized, {stats['disk_hits']} "
+        f"transformations read from disk"
+    )
+    print(f"result: nvrtc_compiles = {nvrtc.COUNTS['compiled']}")
+    print(f"result: structures_optimized = {stats['misses']}")
+    if MISMATCHES:
+        raise SystemExit(f"bench_gpu: values disagree for {', '.join(MISMATCHES)}")
 
 
 if __name__ == "__main__":

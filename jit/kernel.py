@@ -158,6 +158,18 @@ class _Launch(NamedTuple):
     checked: Callable[[tuple, list], bool] | None = None
 
 
+class _DeviceLaunch(NamedTuple):
+    """A device backend's launch for one argument signature: the loaded program, its loop
+    arguments and launch shape, and the outputs to allocate (all fixed by the signature)."""
+
+    size: int
+    program: Any
+    ints: list[int]
+    grid: int
+    block: int
+    outs: tuple[tuple[tuple[int, ...], np.dtype], ...]
+
+
 #: a launch this large releases the GIL while the kernel runs (smaller ones would pay for
 #: taking it back, up to a thread switch interval when another thread holds it)
 NOGIL_SIZE = 1 << 16
@@ -191,6 +203,9 @@ class FusedKernel:
         self.lock = threading.Lock()
         # argument signature -> what a CPU launch needs (see __call__)
         self.launches: dict[tuple, _Launch] = {}
+        #: the same for device backends (cuda, cuda-emulated): layout, variant and loop
+        #: arguments are worked out once per signature, not at every launch
+        self.device_launches: dict[tuple, _DeviceLaunch] = {}
         self._array_pos = [i for i, (kind, _) in enumerate(self.spec.arg_of_input) if kind != "scalar"]
         plan = []
         for (kind, k), dt in zip(self.spec.arg_of_input, self.in_dtypes):
@@ -269,13 +284,36 @@ class FusedKernel:
                     except TypeError:
                         pass  # a value the launcher cannot read directly: the general path
             return self._launch(values, out, get_backend("cpu"), min_size, key)
-        return self._launch(values, out, backend, min_size, None)
+        return self._device_call(values, out, backend, min_size)
 
-    def _launch(self, values: tuple, out: Any, be: Backend, min_size: int, key: tuple | None) -> list[Any]:
-        """The general path: layout, variant (built on first use), loop arguments, launch."""
+    def _device_call(self, values: tuple, out: Any, be: Backend, min_size: int) -> list[Any]:
+        """A device backend's launch: the signature's remembered launch, else the general path."""
+        try:
+            key = (
+                be.name,
+                SETTINGS.fast_math,
+                None if out is None else (out.shape, out.strides, out.dtype, type(out)),
+                *[(values[i].shape, values[i].strides, type(values[i])) for i in self._array_pos],
+            )
+        except (AttributeError, IndexError):
+            return self._launch(values, out, be, min_size, None)
+        e = self.device_launches.get(key)
+        if e is None or e.size < min_size:
+            return self._launch(values, out, be, min_size, None, key)
+        arrays, _, fs, is_ = self._arguments(values, be)
+        if out is not None and any(be.may_share(out, a) for a in arrays):
+            raise ValueError("jit region: out= shares memory with an input the kernel reads")
+        outs = [
+            out if j == 0 and out is not None else be.empty(shp, dt) for j, (shp, dt) in enumerate(e.outs)
+        ]
+        e.program(arrays + outs, e.ints, fs, is_, e.grid, e.block)
+        return outs
+
+    def _arguments(self, values: tuple, be: Backend) -> tuple[list[Any], list[Any], list[float], list[int]]:
+        """(arrays in the backend's memory, every value converted, float scalars, int scalars)."""
         spec = self.spec
         arrays: list[Any] = []
-        converted: list[Any] = []  # the values with arrays in the backend's memory
+        converted: list[Any] = []
         fs = [0.0] * len(spec.scalars)  # scalar k is read from fs[k] (floats) or is_[k]
         is_ = [0] * len(spec.scalars)
         to_device = be.to_device
@@ -290,6 +328,22 @@ class FusedKernel:
                 v = to_device(v)
                 arrays.append(v)
             converted.append(v)
+        return arrays, converted, fs, is_
+
+    def _launch(
+        self,
+        values: tuple,
+        out: Any,
+        be: Backend,
+        min_size: int,
+        key: tuple | None,
+        device_key: tuple | None = None,
+    ) -> list[Any]:
+        """The general path: layout, variant (built on first use), loop arguments, launch.
+
+        `key` (the CPU's) or `device_key` (a device backend's) remembers the launch."""
+        spec = self.spec
+        arrays, converted, fs, is_ = self._arguments(values, be)
         sizes = self._sizes(arrays)
         shapes = [tuple(1 if r < 0 else sizes[r] for r in spec.arrays[ai].roots) for _, ai in spec.outputs]
         size = max([a.size for a in arrays] + [int(np.prod(s)) for s in shapes] + [1 if values else 0])
@@ -332,6 +386,13 @@ class FusedKernel:
         if key is None or address is None:
             grid, block = v.launch(ints)
             v.program(allarr, ints, fs, is_, grid, block)
+            if device_key is not None:
+                if len(self.device_launches) >= MAX_LAUNCHES:
+                    self.device_launches.clear()
+                shapes_out = tuple((tuple(o.shape), o.dtype) for o in outs)
+                self.device_launches[device_key] = _DeviceLaunch(
+                    size, v.program, ints, grid, block, shapes_out
+                )
             return outs
         flags = (launch.CHECK_OUT if out is not None else 0) | (launch.NOGIL if size >= NOGIL_SIZE else 0)
         run = launch.launcher(address, ints, self._plan, flags)

@@ -27,7 +27,7 @@ from jit.compile_c import CompileError, numbered
 from jit.runtime import Binary
 from ops.settings import SETTINGS
 
-OPTIONS = ["--std=c++14", "-default-device"]
+OPTIONS = ["--std=c++17", "-default-device"]
 
 
 def options() -> list[str]:
@@ -35,19 +35,36 @@ def options() -> list[str]:
     return OPTIONS + (["--fmad=true"] if SETTINGS.fast_math else ["--fmad=false"])
 
 
+#: NVRTC compilations this process ran, and kernels it took from the store instead: a warm run
+#: (kernels on disk) compiles nothing (benchmarks/bench_gpu.py prints both)
+COUNTS = {"compiled": 0, "from_store": 0}
+
+_PATTERNS = ("libnvrtc.so*", "nvrtc64*.dll", "libnvrtc*.dylib")
+# pip's CUDA 12 wheel installs nvidia/cuda_nvrtc/lib; CUDA 13's wheels share nvidia/cu13/lib
+_WHEEL_DIRS = ("cuda_nvrtc/lib", "cuda_nvrtc/bin", "cu13/lib", "cu13/bin", "cu12/lib", "cu12/bin")
+_TOOLKIT_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/lib/x86_64-linux-gnu")
+
+
+def _nvrtc_in(d: str) -> str | None:
+    """The first libnvrtc (not its builtins or alt libraries) in folder `d`."""
+    for pattern in _PATTERNS:
+        for path in sorted(glob.glob(os.path.join(d, pattern))):
+            if ".alt." not in path and "builtins" not in path:
+                return path
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def library() -> str | None:
-    """Path of libnvrtc: the pip wheel's first, then the system's; None when absent."""
-    spec = importlib.util.find_spec("nvidia.cuda_nvrtc")
-    dirs = list(spec.submodule_search_locations or []) if spec else []
-    for d in dirs:
-        for pattern in ("libnvrtc.so*", "nvrtc64*.dll", "libnvrtc*.dylib"):
-            for path in sorted(
-                glob.glob(os.path.join(d, "lib", pattern)) + glob.glob(os.path.join(d, "bin", pattern))
-            ):
-                if ".alt." not in path and "builtins" not in path:
-                    return path
-    for name in ("libnvrtc.so", "libnvrtc.so.12", "libnvrtc.so.13"):
+    """Path of libnvrtc: a pip wheel's first (CUDA 12 or 13 layout), then the toolkit's, then
+    the loader's search path; None when absent."""
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    for d in [os.path.join(r, sub) for r in roots for sub in _WHEEL_DIRS] + list(_TOOLKIT_DIRS):
+        found = _nvrtc_in(d)
+        if found:
+            return found
+    for name in ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"):
         try:
             ctypes.CDLL(name)
             return name
@@ -112,7 +129,10 @@ def compile_cuda(source: str, name: str = "lazygraph_kernel.cu", device: int | N
     data = store.read(key, kind)
     if data is None:
         data = _compile(source, name, opts, kind)
+        COUNTS["compiled"] += 1
         store.put(key, kind, data, {"nvrtc": f"{ver[0]}.{ver[1]}", "options": opts})
+    else:
+        COUNTS["from_store"] += 1
     return Binary(data, kind, key)
 
 

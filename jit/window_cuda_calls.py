@@ -28,7 +28,10 @@ from ops.settings import SETTINGS
 Pair = tuple[int, int]
 
 #: what the one-time warning tells the user to install
-CUDNN_HINT = "pip install nvidia-cudnn-cu12 (and CuPy built for CUDA 12: pip install cupy-cuda12x)"
+CUDNN_HINT = (
+    "CuPy 13 with cuDNN's wheels (pip install 'cupy-cuda12x<14' nvidia-cudnn-cu12); CuPy 14 removed its "
+    "cuDNN bindings"
+)
 
 _warned: set[str] = set()
 _warn_lock = threading.Lock()

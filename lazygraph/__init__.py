@@ -20,7 +20,7 @@ from lazygraph import fft, linalg, random  # noqa: E402, F401  (lg.fft, lg.linal
 from lazygraph import methods as _methods  # noqa: F401  (installs Array operators)
 from lazygraph import transfer as _transfer  # noqa: F401  (installs Array.to)
 from lazygraph.api import *  # noqa: F403
-from lazygraph.api import eval, explain, to_dot  # noqa: F401
+from lazygraph.api import eval, explain, realize, to_dot  # noqa: F401
 from lazygraph.array import Array, mark_static  # noqa: F401
 from lazygraph.array_api import *  # noqa: F403  (namespace info, dtype functions, DLPack)
 from lazygraph.creation import (  # noqa: F401

@@ -326,6 +326,14 @@ def eval(*arrays: Array) -> tuple[np.ndarray, ...]:  # noqa: A001 - the design's
     return tuple([a.numpy() for a in arrays])
 
 
+def realize(*arrays: Array) -> tuple[Array, ...]:
+    """Evaluate several arrays as one graph and keep their values where they live (no copy to
+    the host, unlike `eval`): on a GPU, the kernels are queued and the arrays hold the results."""
+    arrays = [_arr(a) for a in arrays]
+    evaluation.evaluate([a.node for a in arrays])
+    return tuple(arrays)
+
+
 def explain(*arrays: Array, file: TextIO | None = None) -> None:
     """Print the recorded graph P, the optimized graph Q and the passes that fired (runs nothing)."""
     roots = [_arr(a).node for a in arrays]

@@ -27,7 +27,10 @@ def _imag(x: Any) -> Any:
 
 def _angle(x: Any) -> Any:
     xp = namespace(x)
-    return xp.asarray(np.angle(xp.asarray(x)))
+    x = xp.asarray(x)
+    if x.dtype.kind != "c" and xp is not np:  # NumPy's definition; CuPy's angle(nan) is pi, not nan
+        return xp.arctan2(xp.zeros_like(x, dtype=np.result_type(x.dtype, np.float16)), x)
+    return xp.asarray(np.angle(x))
 
 
 def _make_complex(re: Any, im: Any) -> Any:

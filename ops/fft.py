@@ -147,8 +147,9 @@ class Window(Op):
         return (max(m, 0),), np.dtype(np.float64), out
 
     def kernel(self, kind: str, M: int, beta: float | None = None, xp: Any = np) -> Any:
-        """The window in namespace `xp` (no operand says where: the caller's device does)."""
-        fn = getattr(xp, kind)
+        """The window in namespace `xp` (no operand says where: the caller's device does),
+        computed by NumPy (CuPy's differ from it in the last bits) and copied there."""
+        fn = getattr(np, kind)
         return xp.asarray(fn(M) if beta is None else fn(M, beta), dtype=np.float64)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ops.base import Op, fmt_shape, register, type_error
-from ops.namespace import namespace
+from ops.namespace import is_device, namespace, on_host
 from ops.node import Node
 
 LinAlgError = np.linalg.LinAlgError
@@ -294,7 +294,11 @@ class Pinv(MatrixOp):
         return batch + (n, m), example_dtypes(self.name, np.linalg.pinv, (a,))
 
     def kernel(self, a: Any, rcond: float | None, hermitian: bool, **rtol: Any) -> Any:
-        return namespace(a).linalg.pinv(a, rcond=rcond, hermitian=hermitian, **rtol)
+        if is_device(a) and (hermitian or rtol):  # CuPy's pinv has neither keyword
+            return on_host(np.linalg.pinv, a, rcond=rcond, hermitian=hermitian, **rtol)
+        if is_device(a):
+            return namespace(a).linalg.pinv(a, rcond=1e-15 if rcond is None else rcond)
+        return np.linalg.pinv(a, rcond=rcond, hermitian=hermitian, **rtol)
 
 
 class MatrixRank(MatrixOp):
@@ -311,7 +315,12 @@ class MatrixRank(MatrixOp):
         return batch, np.int64
 
     def kernel(self, a: Any, tol: float | None, hermitian: bool, **rtol: Any) -> Any:
-        return namespace(a).linalg.matrix_rank(a, tol=tol, hermitian=hermitian, **rtol).astype(np.int64)
+        if is_device(a) and (hermitian or rtol):  # CuPy's matrix_rank has neither keyword
+            return on_host(np.linalg.matrix_rank, a, tol=tol, hermitian=hermitian, **rtol).astype(np.int64)
+        fn = namespace(a).linalg.matrix_rank
+        return (fn(a, tol=tol) if is_device(a) else fn(a, tol=tol, hermitian=hermitian, **rtol)).astype(
+            np.int64
+        )
 
 
 class Solve(Op):

@@ -30,8 +30,15 @@ from ops.views import View, materialize, write_into
 Template = tuple[tuple, ...]
 
 
-def build_index(template: Template, arrays: tuple[Any, ...]) -> tuple:
-    """The NumPy index tuple a template denotes, with its index operands filled in."""
+def build_index(template: Template, arrays: tuple[Any, ...], shape: tuple[int, ...] | None = None) -> tuple:
+    """The NumPy index tuple a template denotes, with its index operands filled in.
+
+    With the indexed array's `shape`, index operands on a device are bounds-checked first:
+    CuPy wraps an out-of-range index around where NumPy raises IndexError, and a silently
+    wrong gather is worse than the one device-to-host read the check costs.
+    """
+    if shape is not None and any(type(a) is not np.ndarray for a in arrays):
+        check_device_bounds(template, arrays, shape)
     out: list[Any] = []
     for it in template:
         tag = it[0]
@@ -46,6 +53,35 @@ def build_index(template: Template, arrays: tuple[Any, ...]) -> tuple:
         else:
             out.append(arrays[it[1]])
     return tuple(out)
+
+
+def check_device_bounds(template: Template, arrays: tuple[Any, ...], shape: tuple[int, ...]) -> None:
+    """NumPy's IndexError for an out-of-range index operand that lives on a device (one read)."""
+    consumed = sum(1 for it in template if it[0] in "sia")
+    checks: list[tuple[Any, int, int]] = []
+    dim = 0
+    for it in template:
+        tag = it[0]
+        if tag == "e":
+            dim += len(shape) - consumed
+        elif tag in "si":
+            dim += 1
+        elif tag == "a":
+            a = arrays[it[1]]
+            if type(a) is not np.ndarray and getattr(a, "size", 0) and getattr(a, "dtype", None) is not None:
+                if a.dtype.kind in "iu":
+                    checks.append((a, dim, shape[dim]))
+            dim += 1
+    if not checks:
+        return
+    xp = namespace(checks[0][0])
+    bad = [xp.logical_or(a < -n, a >= n).any() for a, _, n in checks]
+    if not bool(xp.stack(bad).any()):
+        return
+    for (a, d, n), b in zip(checks, bad):
+        if bool(b):
+            v = int(a[xp.logical_or(a < -n, a >= n)][0])
+            raise IndexError(f"index {v} is out of bounds for axis {d} with size {n}")
 
 
 def index_shape(
@@ -158,7 +194,7 @@ def write_through(
             write_into(out, view, value)
         return out
     target = out if view is None else materialize(out, view, writeable=True)
-    target[build_index(index, idx)] = value
+    target[build_index(index, idx, target.shape)] = value
     return out
 
 
@@ -193,7 +229,7 @@ class Gather(Op):
         """Fancy indexing (NumPy's rules, in the source's namespace)."""
         if type(src) is not np.ndarray:  # NumPy scalars and device arrays: through their namespace
             src = namespace(src).asarray(src)
-        return src[build_index(index, idx)]
+        return src[build_index(index, idx, src.shape)]
 
 
 def resolve_shape(op: str, shape: Any, size: int) -> tuple[int, ...]:
@@ -393,7 +429,7 @@ class ScatterAdd(Op):
         """A copy of base with add.at applied (the namespace's unbuffered scatter)."""
         xp = namespace(base)
         out = xp.array(base, copy=True, order="C")
-        xp.add.at(out, build_index(index, idx), value)
+        xp.add.at(out, build_index(index, idx, out.shape), value)
         return out
 
 

@@ -91,3 +91,39 @@ def as_strided(x: Any, shape: tuple[int, ...], strides: tuple[int, ...], writeab
     if isinstance(x, np.ndarray):
         return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=writeable)
     return namespace(x).lib.stride_tricks.as_strided(x, shape, strides)
+
+
+def max_keepdims(x: Any, axis: int | tuple[int, ...] | None) -> Any:
+    """`max(x, axis, keepdims=True)` that is -inf over an empty axis: NumPy's `initial=-np.inf`,
+    which CuPy's `max` does not take (the softmax family's shift)."""
+    ndim = len(x.shape)
+    axes = tuple(range(ndim)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    axes = tuple(a % ndim for a in axes) if ndim else ()
+    if any(x.shape[a] == 0 for a in axes):
+        shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+        return namespace(x).full(shape, -np.inf, dtype=x.dtype)
+    return np.max(x, axis=axis, keepdims=True)
+
+
+def is_device(x: Any) -> bool:
+    """Whether `x` is an array of a device namespace (CuPy, the emulated device), not NumPy's."""
+    return hasattr(x, "shape") and not isinstance(x, _SCALARS)
+
+
+def on_host(fn: Any, *args: Any, **kw: Any) -> Any:
+    """`fn` over host copies of the device arrays among `args`, its array results moved back to
+    that device: for the few functions a device namespace lacks or computes unlike NumPy (each
+    caller says which). Two copies, but NumPy's values; without a device operand, just `fn`."""
+    like = next((a for a in args if is_device(a)), None)
+    if like is None:
+        return fn(*args, **kw)
+    out = fn(*(to_host(a) if is_device(a) else a for a in args), **kw)
+    return _back(out, like)
+
+
+def _back(out: Any, like: Any) -> Any:
+    if isinstance(out, tuple):
+        return tuple(_back(o, like) for o in out)
+    if isinstance(out, (np.ndarray, np.generic)):
+        return from_host(np.asarray(out), like)
+    return out

@@ -28,7 +28,7 @@ from ops.base import (
     type_error,
 )
 from ops.declare import declare
-from ops.namespace import namespace
+from ops.namespace import max_keepdims, namespace
 from ops.node import Node
 from ops.window import avg_pool2d_forward, conv2d_forward, max_fill, pad_spatial, window_max
 
@@ -167,7 +167,7 @@ class Softmax(Op):
         """exp(x - max) / sum(exp(x - max)), or its log, along `axis`."""
         xf, out = _work(x)
         with np.errstate(invalid="ignore", divide="ignore"):
-            m = np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
+            m = max_keepdims(xf, axis)
             shifted = xf - np.where(m == -np.inf, 0, m)
             e = np.exp(shifted)
             s = np.sum(e, axis=axis, keepdims=True)
@@ -200,7 +200,7 @@ class LogSumExp(Op):
         """max + log(sum(exp(x - max))) with a finite max."""
         xf, out = _work(x)
         with np.errstate(invalid="ignore", divide="ignore"):
-            m = np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
+            m = max_keepdims(xf, axis)
             m = np.where(np.isfinite(m), m, 0)
             r = np.log(np.sum(np.exp(xf - m), axis=axis, keepdims=True)) + m
         if not keepdims:
@@ -246,7 +246,8 @@ class OneHot(Op):
         x = xp.asarray(x)
         if x.size:
             lo, hi = x.min(), x.max()
-            if lo < 0 or hi >= num_classes:
+            # one test, so a device array costs one read back (a GPU waits for it), not two
+            if bool((lo < 0) | (hi >= num_classes)):
                 bad = lo if lo < 0 else hi
                 raise IndexError(
                     f"one_hot: label {int(bad)} is out of range for num_classes={num_classes} "

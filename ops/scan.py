@@ -30,7 +30,7 @@ from ops.base import (
 )
 from ops.declare import declare
 from ops.movement import build_index, index_shape
-from ops.namespace import namespace
+from ops.namespace import namespace, on_host
 from ops.node import Node
 from ops.sorting import scatter_along
 
@@ -83,8 +83,11 @@ class UfuncReduce(Op):
         return reduced_shape(x.shape, axes, out["keepdims"]), dtype, out
 
     def kernel(self, x: Any, ufunc: str, **attrs: Any) -> Any:
-        """NumPy's (or CuPy's) ufunc.reduce."""
-        return xp_ufunc(x, ufunc).reduce(x, **attrs)
+        """NumPy's (or CuPy's) ufunc.reduce; on the host where CuPy lacks it (bitwise_xor's)."""
+        try:
+            return xp_ufunc(x, ufunc).reduce(x, **attrs)
+        except NotImplementedError:
+            return on_host(lambda h: getattr(np, ufunc).reduce(h, **attrs), x)
 
 
 class Accumulate(Op):
@@ -108,8 +111,11 @@ class Accumulate(Op):
         return x.shape, dtype, out
 
     def kernel(self, x: Any, ufunc: str, **attrs: Any) -> Any:
-        """NumPy's (or CuPy's) ufunc.accumulate."""
-        return xp_ufunc(x, ufunc).accumulate(x, **attrs)
+        """NumPy's (or CuPy's) ufunc.accumulate; on the host where CuPy lacks it (maximum's)."""
+        try:
+            return xp_ufunc(x, ufunc).accumulate(x, **attrs)
+        except NotImplementedError:
+            return on_host(lambda h: getattr(np, ufunc).accumulate(h, **attrs), x)
 
 
 class ReduceAt(Op):
@@ -202,7 +208,7 @@ class UfuncAt(Op):
     def kernel(self, base: Any, value: Any, *idx: Any, ufunc: str, index: tuple) -> Any:
         """A copy of base with ufunc.at applied."""
         out = base.copy(order="C") if hasattr(base, "copy") else namespace(base).array(base, copy=True)
-        xp_ufunc(out, ufunc).at(out, build_index(index, idx), value)
+        xp_ufunc(out, ufunc).at(out, build_index(index, idx, out.shape), value)
         return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ops.base import Op, defvjp, dtype_by_example, fmt_shape, normalize_axis, shape_error, type_error
 from ops.declare import declare
-from ops.namespace import namespace
+from ops.namespace import is_device, namespace, on_host
 from ops.node import Node
 
 #: the former name of ops.namespace.namespace (lazygraph/numlib_sort.py reads it)
@@ -233,7 +233,11 @@ class UniqueIndices(Op):
         return (2 * count + x.shape[0],), np.dtype(np.intp), out
 
     def kernel(self, x: Any, count: int, equal_nan: bool, first: bool) -> Any:
-        """NumPy's (or CuPy's) unique with (first: index,) inverse and counts."""
+        """NumPy's unique with (first: index,) inverse and counts; a device array's on the host:
+        CuPy's return_index is not always the first occurrence, and the scatter below relies on
+        the last of repeated writes winning, which a GPU does not promise."""
+        if is_device(x):
+            return on_host(self.kernel, x, count, equal_nan, first)
         xp = namespace(x)
         res = xp.unique(x, return_index=first, return_inverse=True, return_counts=True, equal_nan=equal_nan)
         if first:

@@ -456,3 +456,17 @@ def test_host_constants_are_copied_once_per_value() -> None:
         before = copies()
         evaluation.evaluate([(z + big).node])
         assert delta(before)["to_device"] == 1
+
+
+def test_realize_evaluates_without_copying_to_the_host(dev: str) -> None:
+    a = np.arange(12.0).reshape(3, 4)
+    x = lg.asarray(a, device=dev)
+    y, s = lg.exp(x) * 2.0, (x * x).sum(axis=1)
+    before = copies(dev)
+    got = lg.realize(y, s)
+    assert got[0] is y and got[1] is s
+    assert delta(before, dev)["to_host"] == 0  # lg.eval would copy both values back
+    assert resident(dev, y) and resident(dev, s)
+    np.testing.assert_allclose(y.numpy(), np.exp(a) * 2.0)
+    np.testing.assert_allclose(s.numpy(), (a * a).sum(axis=1))
+    assert lg.realize() == ()

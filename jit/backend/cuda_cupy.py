@@ -105,7 +105,10 @@ def cudnn() -> Any:
 
         lib.get_handle()
     except Exception as e:  # ImportError, or CUDARuntimeError/CuDNNError when it cannot start
-        _cudnn_error = f"{type(e).__name__}: {e}"
+        major = int(cupy.__version__.split(".")[0])
+        _cudnn_error = (
+            f"CuPy {cupy.__version__} has no cupy.cudnn" if major >= 14 else f"{type(e).__name__}: {e}"
+        )
         return None
     _cudnn_error = ""
     return lib
