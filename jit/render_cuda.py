@@ -25,6 +25,8 @@ from jit.spec import Spec
 PRELUDE = r"""typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;
 typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
+// operator templates are filled with C's type names (jit/spec.py): C's _Bool is C++'s bool
+#define _Bool bool
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
 

@@ -351,7 +351,18 @@ class Solve(Op):
         return batch + ((m,) if b.ndim == 1 else (m, b.shape[-1])), dtype, {}
 
     def kernel(self, a: Any, b: Any) -> Any:
-        return namespace(a).linalg.solve(a, b)
+        xp = namespace(a, b)
+        if xp is np or a.ndim == 2:
+            return xp.linalg.solve(a, b)
+        # CuPy's batched solve wants b stacked like a: broadcast both (NumPy's rule), as NumPy
+        # treats a 1-d b as one vector for every matrix
+        vec = b.ndim == 1
+        bm = b[:, None] if vec else b
+        batch = tuple(np.broadcast_shapes(a.shape[:-2], bm.shape[:-2]))
+        a = xp.ascontiguousarray(xp.broadcast_to(a, batch + a.shape[-2:]))
+        bm = xp.ascontiguousarray(xp.broadcast_to(bm, batch + bm.shape[-2:]))
+        x = xp.linalg.solve(a, bm)
+        return x[..., 0] if vec else x
 
 
 class Lstsq(Op):

@@ -124,7 +124,10 @@ class Scan(Op):
         return shape, dtype, out
 
     def kernel(self, x: Any, **attrs: Any) -> Any:
-        """Apply the NumPy scan."""
+        """Apply the NumPy scan (a 0-d operand along axis 0 as its one-element vector: NumPy's
+        result, which CuPy's scan refuses)."""
+        if attrs.get("axis") is not None and getattr(x, "ndim", 1) == 0:
+            x = x.reshape(1)
         return self.fn(x, **attrs)
 
 

@@ -156,8 +156,11 @@ class ReduceAt(Op):
         return shape, dtype, out
 
     def kernel(self, x: Any, idx: Any, ufunc: str, **attrs: Any) -> Any:
-        """NumPy's (or CuPy's) ufunc.reduceat."""
-        return xp_ufunc(x, ufunc).reduceat(x, idx, **attrs)
+        """NumPy's (or CuPy's) ufunc.reduceat; on the host where CuPy lacks it (maximum's)."""
+        try:
+            return xp_ufunc(x, ufunc).reduceat(x, idx, **attrs)
+        except NotImplementedError:
+            return on_host(lambda h, i: getattr(np, ufunc).reduceat(h, i, **attrs), x, idx)
 
 
 class UfuncAt(Op):
@@ -208,7 +211,16 @@ class UfuncAt(Op):
     def kernel(self, base: Any, value: Any, *idx: Any, ufunc: str, index: tuple) -> Any:
         """A copy of base with ufunc.at applied."""
         out = base.copy(order="C") if hasattr(base, "copy") else namespace(base).array(base, copy=True)
-        xp_ufunc(out, ufunc).at(out, build_index(index, idx, out.shape), value)
+        where = build_index(index, idx, out.shape)
+        try:
+            xp_ufunc(out, ufunc).at(out, where, value)
+        except (NotImplementedError, TypeError):
+            if type(out) is np.ndarray:
+                raise
+            # CuPy's ufunc.at covers a few ufuncs and dtypes (no complex): NumPy's on the host
+            return on_host(
+                lambda b, v, *i: self.kernel(b, v, *i, ufunc=ufunc, index=index), base, value, *idx
+            )
         return out
 
 

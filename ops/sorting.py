@@ -147,6 +147,9 @@ class Partition(Op):
         its argpartition (its SIMD paths): gathering keeps the two, and the gradient, consistent.
         """
         xp = namespace(x)
+        if x.size == 0:  # nothing to arrange (CuPy's argpartition fails on empty operands)
+            idx = xp.zeros(x.shape, dtype=np.intp)
+            return idx if self.arg else xp.array(x, copy=True)
         # kth is a host attribute: a tuple of ints (NumPy refuses an empty tuple, not an empty array)
         idx = xp.argpartition(x, kth if kth else xp.asarray(kth, dtype=np.intp), axis=axis)
         return idx if self.arg else xp.take_along_axis(x, idx, axis=axis)

@@ -342,7 +342,8 @@ def update_into(out: np.ndarray, value: Any, view: View, ufunc: str, dtype: str)
         fn(target, value, out=target)
     else:
         # as an array (a ufunc gives a 0-d result as a scalar, whose setitem checks the value)
-        target[...] = np.asarray(fn(target, value))
+        r = fn(target, value)
+        target[...] = np.asarray(r) if type(target) is np.ndarray else r  # a device's stays there
     return out
 
 

@@ -229,3 +229,13 @@ def test_shuffles_exchange_within_warps_and_divergence_is_an_error() -> None:
         EMU.load(EMU.compile(DIVERGED))([np.zeros(64, dtype=np.float32)], [8], grid=1, block=64)
     with pytest.raises(RuntimeError, match="launch shape"):
         prog([a], [64], grid=1, block=2048)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint64, np.float32, np.float64])
+def test_casts_to_bool_inside_a_kernel(dtype: type) -> None:
+    """A bool cast inside a fused expression: operator templates say `_Bool` (C's), which CUDA
+    C++ does not know (NVRTC 13 and the emulator's C++ compiler refused it)."""
+    a = np.array([0, 1, 2, 0, 5, 7], dtype=dtype)
+    x = lg.asarray(a, device="cuda-emulated")
+    np.testing.assert_array_equal((x.astype(bool) * 1).numpy(), a.astype(bool) * 1)
+    np.testing.assert_array_equal((x.astype(bool) | (x > 3)).numpy(), a.astype(bool) | (a > 3))
