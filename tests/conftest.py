@@ -61,6 +61,16 @@ def _fresh_settings():
     SETTINGS.reload()
 
 
+@pytest.fixture(autouse=True)
+def _host_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests marked `host_backend` check the CPU backend's own machinery (its C launcher, its
+    in-place writes, its bit-for-bit agreement with NumPy's loops): under LAZYGRAPH_DEVICE=cuda
+    (the whole suite on a GPU) they still run, on the CPU device they are about."""
+    if request.node.get_closest_marker("host_backend") is not None:
+        monkeypatch.delenv("LAZYGRAPH_DEVICE", raising=False)
+    yield
+
+
 @pytest.fixture
 def memory_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An in-process cache, no background tiers, no templates from earlier tests."""

@@ -16,6 +16,9 @@ from jit import blas_quiet, conv, conv_simd
 from ops.base import REGISTRY
 from ops.settings import SETTINGS
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 # (kernel, stride, padding, dilation, input height/width)
 GEOMETRIES = [
     ((5, 5), (1, 1), (2, 2), (1, 1), (9, 7)),

@@ -22,7 +22,10 @@ from jit.fusion import find_regions
 from jit.kernel import FusedKernel
 from lazygraph.engine.evaluate import schedule
 
-pytestmark = pytest.mark.skipif(cuda_emulated.toolchain() is None, reason="needs a C++ compiler")
+pytestmark = [
+    pytest.mark.skipif(cuda_emulated.toolchain() is None, reason="needs a C++ compiler"),
+    pytest.mark.host_backend,
+]
 
 EMU = backend.get("cuda-emulated")
 PAD = 512  # elements past each buffer's end (more than a row): an out-of-bounds access lands there

@@ -87,6 +87,7 @@ def _node_ref(a):
     return weakref.ref(a._storage.node)  # weak: a strong reference would hold the old value
 
 
+@pytest.mark.host_backend  # the CPU's direct writes into its buffer
 def test_writes_go_into_the_buffer_and_keep_the_node():
     a = lg.zeros(6)
     a.numpy()
@@ -284,6 +285,7 @@ def test_row_updates_match_numpy(dtype, name, other_kind):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.host_backend  # the CPU's direct writes into its buffer
 def test_row_updates_in_place_and_where_they_must_be_recorded():
     n = np.zeros((4, 3))
     a = lg.asarray(n)
@@ -333,6 +335,7 @@ def test_a_scalar_updated_in_place_only_when_nothing_else_holds_it():
     assert float(a[0]) == 6.0 and float(kept[0]) == 1.0
 
 
+@pytest.mark.host_backend  # the CPU's direct writes into its buffer
 def test_writes_through_unread_views_go_into_the_buffer():
     n = np.arange(12.0).reshape(3, 4)
     a = lg.asarray(n)

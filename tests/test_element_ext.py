@@ -54,6 +54,7 @@ def _evaluated(values):
     return a
 
 
+@pytest.mark.host_backend  # the CPU's direct writes into its buffer
 def test_methods_are_the_extensions_or_pythons(mode):
     ext = mode == "extension"
     for cls, name in (
@@ -126,6 +127,7 @@ def test_element_loops_match_numpy(dtype):
             assert got_f == want_f or np.allclose(got_f, want_f, equal_nan=True)
 
 
+@pytest.mark.host_backend  # the CPU's direct writes into its buffer
 def test_the_proof_that_a_buffer_is_dead_agrees_with_pythons(mode):
     """`direct._writable` (C or Python) against the Python proof, case by case."""
     python = element_ext.PYTHON.get("writable", direct._writable)

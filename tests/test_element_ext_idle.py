@@ -5,6 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 
 def test_fresh_cache_builds_after_idle(tmp_path: Path) -> None:
     code = (

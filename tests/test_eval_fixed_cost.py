@@ -21,6 +21,9 @@ from lazygraph.engine.attempt import memoized
 from lazygraph.engine.meter import Layout
 from lazygraph.engine.state import ENGINE
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,9 @@ from jit.fusion import find_regions
 from jit.ir import ALL, Iterator, KernelIR, Loop, Par, check_complete
 from jit.report import DALI_TABLE1, search_stats
 from lazygraph.engine.evaluate import schedule
+
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
 
 
 @st.composite

@@ -13,7 +13,7 @@ from jit import background, c_program, compile_c, kernel, launch, store
 from jit.backend import get as get_backend
 from lazygraph.engine.state import ENGINE
 
-pytestmark = pytest.mark.skipif(not compile_c.available(), reason="no C compiler")
+pytestmark = [pytest.mark.skipif(not compile_c.available(), reason="no C compiler"), pytest.mark.host_backend]
 
 # one elementwise chain per stage, each of another structure (so each is its own kernel);
 # the matmuls between them are region boundaries

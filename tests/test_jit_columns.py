@@ -16,7 +16,10 @@ from jit.runner import run_graph
 from lazygraph.engine.evaluate import schedule
 from ops.settings import SETTINGS
 
-pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler")
+pytestmark = [
+    pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler"),
+    pytest.mark.host_backend,
+]
 
 
 def built_sources(fn, *arrays: np.ndarray) -> tuple[list[np.ndarray], list[str]]:  # noqa: ANN001

@@ -20,6 +20,9 @@ from jit_check import check
 import lazygraph as lg
 import lazygraph.nn.functional as F
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 DTYPES = [
     np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int32, np.int64, np.uint32, np.float32, np.float64)
 ]

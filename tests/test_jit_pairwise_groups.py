@@ -15,7 +15,10 @@ import lazygraph as lg
 import lazygraph.nn.functional as F
 from jit import compile_c, render_order
 
-pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler")
+pytestmark = [
+    pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler"),
+    pytest.mark.host_backend,
+]
 
 #: row lengths: under one group of 8, one block, blocks of equal and of unequal lengths, partial groups
 LENGTHS = [1, 7, 8, 127, 128, 129, 513, 1000, 1031, 2048, 4097]

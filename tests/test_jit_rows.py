@@ -17,7 +17,10 @@ import lazygraph.nn.functional as F
 from jit import compile_c, render_rows
 from ops.settings import SETTINGS
 
-pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler")
+pytestmark = [
+    pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler"),
+    pytest.mark.host_backend,
+]
 
 
 def run(fn, *arrays: np.ndarray, stream_min: int) -> tuple[list[np.ndarray], list[str]]:  # noqa: ANN001

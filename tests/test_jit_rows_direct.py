@@ -14,7 +14,10 @@ from jit_check import tolerance
 
 from jit import compile_c, render_rows
 
-pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler")
+pytestmark = [
+    pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler"),
+    pytest.mark.host_backend,
+]
 
 
 def layernorm(xp, a):  # noqa: ANN001, ANN201

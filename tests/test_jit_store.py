@@ -16,6 +16,9 @@ from jit.kernel import FusedKernel
 from jit.runner import run_graph
 from lazygraph.engine.evaluate import schedule
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):  # noqa: ANN001, ANN201

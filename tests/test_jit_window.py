@@ -17,6 +17,9 @@ from lazygraph.engine import ENGINE
 from ops.base import REGISTRY
 from ops.conv import im2col_rows
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 POOL_DTYPES = ["float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 
 

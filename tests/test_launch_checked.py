@@ -14,6 +14,9 @@ from jit.fusion import find_regions
 from jit.kernel import FusedKernel
 from lazygraph.engine.evaluate import schedule
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 
 @pytest.fixture(autouse=True)
 def _foreground(monkeypatch):  # noqa: ANN001, ANN202

@@ -7,6 +7,9 @@ import pytest
 
 import lazygraph as lg
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 EXPONENTS = [2, -1, 0.5, 3, 2.0, -2, 1]
 
 

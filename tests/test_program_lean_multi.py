@@ -15,6 +15,9 @@ from lazygraph.engine import program as programmod
 from lazygraph.engine.attempt import memoized
 from lazygraph.engine.runerrors import EvaluationError
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 N = 900  # conjugate gradient's medium vectors (below the JIT's size threshold on some machines)
 
 

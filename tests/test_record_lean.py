@@ -13,6 +13,9 @@ import pytest
 
 import lazygraph as lg
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 DTYPES = ["float64", "float32", "int64", "int32", "int8", "uint8", "bool", "complex128"]
 OPS = ["+=", "-=", "*=", "/=", "//=", "%=", "**=", "&=", "|=", "^="]
 

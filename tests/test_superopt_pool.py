@@ -21,6 +21,9 @@ from optimizer.superopt.pool_conv import PoolAsConv, pool_rules
 from optimizer.superopt.search import search
 from optimizer.superopt.verify import verify_rule
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 
 @pytest.fixture(autouse=True)
 def fresh_cache(tmp_path, monkeypatch):

@@ -21,6 +21,9 @@ from ops.base import REGISTRY
 from ops.creation import BUFFER
 from ops.node import Node
 
+# the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
+pytestmark = pytest.mark.host_backend
+
 
 @pytest.fixture(autouse=True)
 def tiered(tmp_path, monkeypatch):

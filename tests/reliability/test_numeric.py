@@ -34,7 +34,10 @@ from jit import compile_c, nvrtc
 from jit.runner import run_graph
 from lazygraph.engine.evaluate import schedule
 
-pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler")
+pytestmark = [
+    pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler"),
+    pytest.mark.host_backend,
+]
 
 #: largest ULP distance from the NumPy path measured on 1M inputs per dtype (all bit patterns,
 #: [-10, 10], [-1, 1], N(0, 100)) with glibc's libmvec (512-bit variants) on x86-64 with AVX-512,

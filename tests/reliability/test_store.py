@@ -33,7 +33,10 @@ from lazygraph import __main__ as cli
 from lazygraph.engine import ENGINE, region_check
 from ops import storage
 
-pytestmark = pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler for fused kernels")
+pytestmark = [
+    pytest.mark.skipif(not compile_c.available(), reason="needs a C compiler for fused kernels"),
+    pytest.mark.host_backend,
+]
 
 N = 3000
 
