@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import platform
 import re
@@ -158,9 +159,72 @@ def _try(cc: str, flags: list[str], src: str, libs: list[str]) -> bool:
         return r.returncode == 0
 
 
+#: the flags the probe may add to BASE_FLAGS, and the libraries it may link: a stored probe
+#: result naming anything else is not used (it would reach the compiler's command line)
+_PROBED_FLAGS = frozenset({"-march=native", "-fopenmp", "-mprefer-vector-width=512"})
+_PROBED_LIBS = frozenset({"-lmvec", "-lm"})
+
+
+def _probe_key() -> tuple[str, str] | None:
+    """(store key, compiler path) of this machine's probe: the compiler's path and file (size,
+    time, inode), the CPU and the base flags; None when no compiler is on the path."""
+    cands = ([SETTINGS.cc] if SETTINGS.cc else []) + ["cc", "gcc", "clang"]
+    for c in cands:
+        path = shutil.which(c)
+        if path:
+            try:
+                st = os.stat(os.path.realpath(path))
+            except OSError:
+                return None
+            ident = f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+            return store.make_key("toolchain-probe-v1", ident, BASE_FLAGS, _cpu_arch()), path
+    return None
+
+
+def _stored_probe(key: str, cc: str) -> dict | None:
+    """The probe's stored result for `key`, checked field by field, or None."""
+    raw = store.read(key, "tc")
+    if raw is None:
+        return None
+    try:
+        tc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    ok = (
+        isinstance(tc, dict)
+        and set(tc) == {"cc", "id", "flags", "libs", "mvec", "arch"}
+        and tc["cc"] == cc
+        and isinstance(tc["id"], str)
+        and tc["arch"] == _cpu_arch()
+        and type(tc["mvec"]) is bool
+        and isinstance(tc["flags"], list)
+        and tc["flags"][: len(BASE_FLAGS)] == BASE_FLAGS
+        and all(f in _PROBED_FLAGS for f in tc["flags"][len(BASE_FLAGS) :])
+        and isinstance(tc["libs"], list)
+        and all(lib in _PROBED_LIBS for lib in tc["libs"])
+    )
+    return tc if ok else None
+
+
 @functools.lru_cache(maxsize=1)
 def toolchain() -> dict | None:
-    """Compiler, flags and libraries that work here (probed once), or None without a compiler."""
+    """Compiler, flags and libraries that work here (probed once), or None without a compiler.
+
+    The probe compiles half a dozen test programs (about 0.5 s), so its result is kept in the
+    kernel store, keyed by the compiler's file and the CPU: a new process reads it back."""
+    pk = _probe_key()
+    if pk is not None:
+        found = _stored_probe(*pk)
+        if found is not None:
+            return found
+    tc = _probe()
+    if tc is not None and pk is not None and tc["cc"] == pk[1]:
+        store.put(pk[0], "tc", json.dumps(tc, sort_keys=True).encode(), {"probe": "toolchain"})
+    return tc
+
+
+def _probe() -> dict | None:
+    """`toolchain`'s probe itself."""
     found = find_compiler()
     if found is None:
         return None

@@ -32,7 +32,7 @@ from pathlib import Path
 from ops import storage
 
 VERSION = 1
-EXTS = ("so", "ptx", "cubin")
+EXTS = ("so", "ptx", "cubin", "tc")  # tc: the C toolchain probe (jit/compile_c.py)
 BINARY_CAP = 512 * 2**20  # far above any generated kernel; bounds what one read may allocate
 RECORD_CAP = 64 * 2**10
 _HEX64 = re.compile(r"[0-9a-f]{64}")

@@ -32,7 +32,8 @@ from ops.settings import SETTINGS
 
 GRAPHS, RUNS, KERNELS = "graphs", "runs", "jit"
 GRAPH_SUFFIX = ".lgc"
-KERNEL_SUFFIXES = (".so", ".ptx", ".cubin")
+#: compiled kernels, and the C toolchain probe's result (jit/compile_c.py)
+KERNEL_SUFFIXES = (".so", ".ptx", ".cubin", ".tc")
 DEFAULT_LIMIT_MB = 256
 #: files this module may delete in the root itself (besides the three directories)
 ROOT_FILES = ("superopt_costs.json",)

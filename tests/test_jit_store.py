@@ -160,3 +160,24 @@ def test_kernel_writes_into_a_given_buffer() -> None:
         k(*vals, out=np.empty((5, 8), np.float32))
     with pytest.raises(ValueError, match="shares memory"):
         k(*vals, out=vals[0])  # the kernel would overwrite what it still reads
+
+
+def test_the_toolchain_probe_is_stored_and_checked(cache_dir, monkeypatch) -> None:  # noqa: ANN001
+    if compile_c.toolchain() is None:
+        pytest.fail("this test needs the C compiler the suite compiles kernels with")
+    real = compile_c._probe
+    calls = []
+    monkeypatch.setattr(compile_c, "_probe", lambda: calls.append(1) or real())
+    compile_c.toolchain.cache_clear()
+    try:
+        first = compile_c.toolchain()  # probed, then stored
+        compile_c.toolchain.cache_clear()
+        assert compile_c.toolchain() == first and len(calls) == 1  # read back: no second probe
+        # an entry naming a flag the probe never adds is not used (it would reach the compiler)
+        key, cc = compile_c._probe_key()
+        bad = dict(first, flags=first["flags"] + ["-fplugin=/tmp/x.so"])
+        store.put(key, "tc", json.dumps(bad).encode(), {"probe": "toolchain"})
+        compile_c.toolchain.cache_clear()
+        assert compile_c.toolchain() == first and len(calls) == 2
+    finally:
+        compile_c.toolchain.cache_clear()
