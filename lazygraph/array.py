@@ -156,7 +156,7 @@ def record(op: str, *operands: Any, **attrs: Any) -> Array:
             break
     else:
         if nodes:  # NumPy treats all-scalar operations as on default-dtype arrays.
-            nodes = tuple([constant(n.buffer) for n in nodes])
+            nodes = tuple([constant(n.buffer, device=HOST) for n in nodes])  # neutral: host memory
             for n in nodes:
                 n.device = None  # made from Python scalars: they join whatever device they meet
     shape, dtype, attrs = opdef.infer(nodes, attrs)

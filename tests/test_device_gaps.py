@@ -81,3 +81,12 @@ def test_complex_scatter_add(dev: str) -> None:
     x = lg.asarray(base, device=dev)
     lg.add.at(x, lg.asarray(idx, device=dev), lg.asarray(val, device=dev))
     np.testing.assert_array_equal(x.numpy(), want)
+
+
+def test_operations_of_python_scalars_only_under_a_device_default(dev: str) -> None:
+    with lg.device(dev):
+        a = lg.add(2, 3)  # neutral: it joins whatever device it meets
+        assert int(a) == 5 and a.numpy().dtype == np.int64
+        x = lg.asarray(np.ones(3)) + lg.multiply(2.0, 1.5)
+        np.testing.assert_array_equal(x.numpy(), np.full(3, 4.0))
+        assert not bool(lg.isnan(lg.asarray(1.0)))

@@ -225,6 +225,7 @@ def test_eval_runs_one_graph():
     assert stats() == mid
 
 
+@pytest.mark.host_backend  # the CPU's log lines (a device adds its transfers)
 def test_eval_single_evaluation_logged(monkeypatch, capsys):
     monkeypatch.setenv("LAZYGRAPH_DEBUG", "1")
     x = lg.asarray(np.ones((2, 2)))
@@ -318,6 +319,7 @@ def test_to_dot():
     assert "exp" in src and "sum" in src and "->" in src
 
 
+@pytest.mark.host_backend  # the CPU's log lines (a device adds its transfers)
 def test_debug_logs_one_line_per_evaluation(monkeypatch, capsys):
     monkeypatch.setenv("LAZYGRAPH_DEBUG", "1")
     x = lg.asarray(np.arange(4.0))

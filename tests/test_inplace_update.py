@@ -384,6 +384,7 @@ def leaf_writes(monkeypatch):
     return seen
 
 
+@pytest.mark.host_backend  # the CPU's in-place write into an evaluated buffer
 def test_stencil_writes_into_the_evaluated_buffer(leaf_writes):
     x0 = np.random.default_rng(3).random((12, 12))
     u, ref = lg.asarray(x0.copy()), x0.copy()
@@ -398,6 +399,7 @@ def test_stencil_writes_into_the_evaluated_buffer(leaf_writes):
     assert leaf_writes  # the loop's evaluations wrote into u's buffer
 
 
+@pytest.mark.host_backend  # the CPU's in-place write into an evaluated buffer
 def test_stencil_write_keeps_values_others_still_read(leaf_writes):
     x0 = np.arange(100.0).reshape(10, 10)
     u = lg.asarray(x0.copy())
@@ -426,6 +428,7 @@ def test_stencil_write_keeps_values_others_still_read(leaf_writes):
     assert leaf_writes
 
 
+@pytest.mark.host_backend  # the CPU's in-place write into an evaluated buffer
 def test_failed_evaluation_after_an_in_place_stencil_write_leaves_u_unchanged(leaf_writes, monkeypatch):
     x0 = np.random.default_rng(5).random((10, 10))
     u = lg.asarray(x0.copy())

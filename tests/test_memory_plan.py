@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import lazygraph as lg
 from lazygraph.engine import ENGINE, memory
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+# host_backend: the CPU memory planner's buffers (conftest.py)
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.host_backend]
 
 SHAPE = (6, 8)
 

@@ -49,6 +49,7 @@ from lazygraph.engine.kernels import Kernel, OpKernel
 from ops.base import REGISTRY
 from ops.creation import SCALAR
 from ops.node import Node
+from optimizer.fold import MEMO_STATS
 
 
 def bind_leaf(be: Backend, node: Node) -> Any:
@@ -290,7 +291,9 @@ class DeviceMemoKernel(Kernel):
         held, value = self.memo
         if held is not None and len(held[0]) == len(inputs) and all(a is b for a, b in zip(held[0], inputs)):
             if _same(held[1], key[1]):
+                MEMO_STATS["hits"] += 1  # counted as the host's memo steps count (lg's pass report)
                 return value
+        MEMO_STATS["misses"] += 1
         vals: list[Any] = []
         for j, (kernel, refs, names, name) in enumerate(self.program):
             args = [inputs[i] if kind == "i" else vals[i] for kind, i in refs]
@@ -298,6 +301,7 @@ class DeviceMemoKernel(Kernel):
             vals.append(v if self.be.is_buffer(v) else adopt(self.be, v, f"memo:{name}"))
         value = vals[-1]
         self.memo = (key, value)
+        MEMO_STATS["stored"] += 1
         return value
 
 
