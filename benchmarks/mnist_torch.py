@@ -21,26 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
-from train_mnist import even_batch_size, prepare  # noqa: E402
+from train_mnist import dali_cnn, even_batch_size, prepare  # noqa: E402
 
 from lazygraph.datasets import batches, load_mnist, num_batches  # noqa: E402
-
-
-def model(torch: object) -> object:
-    """The Dali CNN of examples/train_mnist.py, in torch.nn."""
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 64, 5, padding="same"),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(64, 64, 5, padding="same"),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(3136, 1024),
-        nn.ReLU(),
-        nn.Linear(1024, 10),
-    )
 
 
 def main() -> None:
@@ -57,7 +40,7 @@ def main() -> None:
     data = load_mnist()
     x_train, y_train = prepare(data.x_train), data.y_train.astype(np.int64)
     x_test, y_test = prepare(data.x_test), data.y_test.astype(np.int64)
-    net = model(torch).to(dev)
+    net = dali_cnn(torch.nn).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
     steps = num_batches(len(y_train), args.batch_size, True)

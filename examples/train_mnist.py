@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from types import ModuleType
 
 import numpy as np
 
@@ -42,8 +43,9 @@ MEAN, STD = 0.1307, 0.3081  # MNIST pixel statistics, the usual normalization
 TARGET = 0.96  # the test accuracy the default settings reach (CI checks it: exit status 1 below)
 
 
-def dali_cnn() -> nn.Module:
-    """The paper's MNIST CNN."""
+def dali_cnn(nn: ModuleType = nn) -> nn.Module:
+    """The paper's MNIST CNN (in `lg.nn`, or in `torch.nn`, whose layers take the same arguments:
+    benchmarks/mnist_torch.py trains the same model in PyTorch)."""
     return nn.Sequential(
         nn.Conv2d(1, 64, 5, padding="same"),
         nn.ReLU(),
