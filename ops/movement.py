@@ -55,6 +55,18 @@ def build_index(template: Template, arrays: tuple[Any, ...], shape: tuple[int, .
     return tuple(out)
 
 
+def host_at(ufunc: str, base: Any, value: Any, idx: tuple, index: Template) -> Any:
+    """A copy of device array `base` with NumPy's `ufunc.at` applied, computed on host copies:
+    for the dtypes and ufuncs CuPy's unbuffered scatter refuses (complex, most ufuncs)."""
+
+    def at(b: np.ndarray, v: Any, *i: np.ndarray) -> np.ndarray:
+        out = np.array(b, copy=True, order="C")
+        getattr(np, ufunc).at(out, build_index(index, i), v)
+        return out
+
+    return on_host(at, base, value, *idx)
+
+
 def check_device_bounds(template: Template, arrays: tuple[Any, ...], shape: tuple[int, ...]) -> None:
     """NumPy's IndexError for an out-of-range index operand that lives on a device (one read)."""
     consumed = sum(1 for it in template if it[0] in "sia")
@@ -435,7 +447,7 @@ class ScatterAdd(Op):
             if xp is np:
                 raise
             # CuPy's add.at takes no complex or small integers: NumPy's on the host
-            return on_host(lambda b, v, *i: self.kernel(b, v, *i, index=index), base, value, *idx)
+            return host_at("add", base, value, idx, index)
         return out
 
 

@@ -29,7 +29,7 @@ from ops.base import (
     type_error,
 )
 from ops.declare import declare
-from ops.movement import build_index, index_shape
+from ops.movement import build_index, host_at, index_shape
 from ops.namespace import namespace, on_host
 from ops.node import Node
 from ops.sorting import scatter_along
@@ -218,9 +218,7 @@ class UfuncAt(Op):
             if type(out) is np.ndarray:
                 raise
             # CuPy's ufunc.at covers a few ufuncs and dtypes (no complex): NumPy's on the host
-            return on_host(
-                lambda b, v, *i: self.kernel(b, v, *i, ufunc=ufunc, index=index), base, value, *idx
-            )
+            return host_at(ufunc, base, value, idx, index)
         return out
 
 

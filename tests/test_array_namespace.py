@@ -516,7 +516,7 @@ def test_ufunc_methods_a_device_lacks_run_on_the_host(monkeypatch: pytest.Monkey
         def reduce(self, *a: Any, **k: Any) -> Any:
             raise NotImplementedError("reduce is not supported yet")
 
-        accumulate = reduce
+        accumulate = reduceat = reduce
 
     monkeypatch.setattr(scan, "xp_ufunc", lambda x, name: Lacking())
     x = np.array([[3, 1, 4], [1, 5, 9]], dtype=np.int64)
@@ -526,3 +526,41 @@ def test_ufunc_methods_a_device_lacks_run_on_the_host(monkeypatch: pytest.Monkey
     got = REGISTRY["ufunc_reduce"].kernel(to_device(x), ufunc="bitwise_xor", axis=(0,), keepdims=False)
     assert isinstance(got, EmulatedDeviceArray)
     np.testing.assert_array_equal(got.get(), np.bitwise_xor.reduce(x, axis=(0,)))
+    idx = np.array([0, 2])
+    got = REGISTRY["reduceat"].kernel(to_device(x), to_device(idx), ufunc="maximum", axis=1)
+    assert isinstance(got, EmulatedDeviceArray)
+    np.testing.assert_array_equal(got.get(), np.maximum.reduceat(x, idx, axis=1))
+
+
+def test_scatters_a_device_refuses_run_on_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy's ufunc.at and add.at take no complex (TypeError) and few ufuncs: NumPy's on host copies."""
+    import ops.movement as movement
+    import ops.scan as scan
+
+    class Refusing:
+        def at(self, *a: Any, **k: Any) -> Any:
+            raise TypeError("cupy.add.at only supports ...")
+
+    base = np.zeros(4, dtype=np.complex128)
+    idx = np.array([0, 2, 2])
+    val = np.array([1 + 1j, 2 - 1j, 0.5j])
+    want = base.copy()
+    np.add.at(want, idx, val)
+    template = (("a", 0),)
+    monkeypatch.setattr(scan, "xp_ufunc", lambda x, name: Refusing())
+    got = REGISTRY["ufunc_at"].kernel(
+        to_device(base), to_device(val), to_device(idx), ufunc="add", index=template
+    )
+    assert isinstance(got, EmulatedDeviceArray)
+    np.testing.assert_array_equal(got.get(), want)
+
+    class Lacking:  # the emulated namespace, but an add.at that refuses, as CuPy's does complex
+        add = Refusing()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(emulated_namespace, name)
+
+    monkeypatch.setattr(movement, "namespace", lambda *v: Lacking())
+    got = REGISTRY["scatter_add"].kernel(to_device(base), to_device(val), to_device(idx), index=template)
+    assert isinstance(got, EmulatedDeviceArray)
+    np.testing.assert_array_equal(got.get(), want)
