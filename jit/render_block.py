@@ -22,7 +22,9 @@ block loop:
   the last valid element's inputs (a real input, so no new special case), run the same
   LG_W-iteration vector loop on them and copy the valid results out.
 
-Every element therefore goes through the same vector function. Loops that cannot be blocked
+Every element therefore goes through the same vector function. float32 exp is the exception to
+the aliases: it is lazygraph's own inline C (jit/expf_c.py), faster than the call and within
+1 ULP of the correctly rounded value. Loops that cannot be blocked
 this way (a reduction that is exact in any order, a value computed once per row, a sum over
 a strided axis) call the math functions by their plain names: scalar libm for every element
 of that value, never mixed. Tests check the built kernels' machine code for scalar calls.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import re
 
+from jit import expf_c
 from jit.ir import Par
 from jit.render_order import LEAF
 from jit.render_rows import CHUNK
@@ -51,10 +54,12 @@ CALL = re.compile(r"(?<![\w.])(" + "|".join(sorted(MVEC, key=len, reverse=True))
 
 
 def vector_declarations() -> str:
-    """The `lg_v*` aliases: `declare simd` prototypes bound to libm's own symbols."""
-    out = [f"#define LG_W {W}"]
+    """The `lg_v*` aliases: `declare simd` prototypes bound to libm's own symbols (float exp: inline C)."""
+    out = [f"#define LG_W {W}", expf_c.SOURCE]
     for f, arity in MVEC.items():
         for t, suffix, tag in (("float", "f", "f32"), ("double", "", "f64")):
+            if (f, t) == ("exp", "float"):
+                continue  # jit/expf_c.py
             params = ", ".join([t] * arity)
             out.append(
                 f"#pragma omp declare simd notinbranch\n"
