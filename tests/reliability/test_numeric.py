@@ -6,8 +6,8 @@
   unit-stride innermost axis, in order otherwise): bit-identical, for 1 and 2 threads.
 - max/min: equal to NumPy's (NaN propagates); only the sign of a zero result may differ when
   both +0 and -0 are reduced.
-- Transcendentals use the system libm's vector functions (libmvec) for every element of a
-  blocked loop: within the per-operation ULP bounds of `ULP` below, and a value does not depend
+- Transcendentals use the system libm's vector functions (libmvec; float32 exp: jit/expf_c.py)
+  for every element of a blocked loop: within the per-operation ULP bounds of `ULP` below, and a value does not depend
   on its position, the array's length or the thread count (the kernels' machine code is checked
   for scalar calls left in vector loops); softmax, log_softmax and logsumexp inherit exp/log's
   bounds through the relative tolerances of `COMPOSITE_RTOL`.
