@@ -427,6 +427,11 @@ class Array:
         base = self._storage.node
         vnode = as_node(value, op)
         d = base.device
+        if vnode.device is None and vnode.op is BUFFER and d is not None and d is not HOST:
+            # a NumPy value written into a device array: its copy on the device, not the host
+            # buffer (`w[...] = values` would otherwise make the array hold host memory)
+            vnode = Node(BUFFER, (), {}, vnode.shape, vnode.dtype, buffer=on_device(vnode.buffer, d))
+            vnode.device = d
         if vnode.device is not d or any(n.device is not d for n in idx_nodes):
             vnode.device = place(op, (base, vnode, *idx_nodes))  # neutral values join the array's
         if element:

@@ -90,3 +90,33 @@ def test_operations_of_python_scalars_only_under_a_device_default(dev: str) -> N
         x = lg.asarray(np.ones(3)) + lg.multiply(2.0, 1.5)
         np.testing.assert_array_equal(x.numpy(), np.full(3, 4.0))
         assert not bool(lg.isnan(lg.asarray(1.0)))
+
+
+def test_a_numpy_value_written_over_a_whole_device_array_is_copied_there(dev: str) -> None:
+    # nn.init's `w[...] = values` made a device parameter hold host memory: its first training
+    # step then recorded a host leaf and the second a device one (two structures, not one)
+    x = lg.zeros((3, 4), dtype=np.float32, device=dev)
+    vals = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x[...] = vals
+    assert not isinstance(x.node.buffer, np.ndarray)
+    vals[0, 0] = -1.0  # the write copied the value, as NumPy's does
+    np.testing.assert_array_equal(x.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4))
+    with lg.device(dev):
+        layer = lg.nn.Linear(5, 4)
+    assert all(not isinstance(p.node.buffer, np.ndarray) for p in layer.parameters())
+
+
+def test_a_training_step_records_one_structure_from_the_first_step(dev: str) -> None:
+    lg.manual_seed(0)
+    with lg.device(dev):
+        model = lg.nn.Sequential(lg.nn.Linear(5, 16), lg.nn.ReLU(), lg.nn.Linear(16, 3))
+    opt = lg.optim.SGD(model.parameters(), 0.1, momentum=0.9)
+    rng = np.random.default_rng(0)
+    lg.cache.reset_stats()
+    for _ in range(3):
+        x = lg.asarray(rng.standard_normal((8, 5)).astype(np.float32), device=dev)
+        loss = lg.nn.functional.cross_entropy(model(x), rng.integers(0, 3, 8))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert lg.cache.stats()["distinct_graphs"] == 1
