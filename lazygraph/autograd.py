@@ -138,7 +138,11 @@ def _backprop(
                 f"(output {fmt_shape(node.shape)} {node.dtype})"
             )
         xs = [from_node(c) for c in node.inputs]
-        grads = rule(F, g, xs, from_node(node), node.attrs)
+        if node.op.vjp_needs:
+            needs = tuple([id(c) in useful for c in node.inputs])
+            grads = rule(F, g, xs, from_node(node), node.attrs, needs=needs)
+        else:
+            grads = rule(F, g, xs, from_node(node), node.attrs)
         for child, c in zip(node.inputs, grads, strict=True):
             if c is None or id(child) not in useful:
                 continue

@@ -50,6 +50,11 @@ class Op:
     #: cotangent of the output, xs and out arrays standing for the inputs and the output.
     #: Cotangents may have a broadcast shape; the caller sums them back to the input's shape.
     vjp: Callable | None = None
+    #: whether `vjp` takes a keyword `needs` (one bool per input: does that input want a
+    #: cotangent); such a rule records only those and gives None for the others, so a
+    #: backward pass does not record work it would throw away (a ReLU's scalar 0, a first
+    #: layer's input, a loss's labels). Set by `defvjp` from the rule's signature.
+    vjp_needs: bool = False
 
     # Facets every consumer reads from the record (ops/declare.py sets them in one call).
     #: JIT expression: C template per loop-dtype kind ("f", "i", "u", "b"; a key may list
@@ -94,8 +99,10 @@ def defvjp(*names: str) -> Callable:
     """Attach a gradient rule to the named operators' records (the decorator returns the rule)."""
 
     def attach(fn: Callable) -> Callable:
+        needs = _takes_needs(fn)
         for name in names:
             REGISTRY[name].vjp = fn
+            REGISTRY[name].vjp_needs = needs
         return fn
 
     return attach
@@ -109,14 +116,27 @@ def holomorphic(rule: Callable) -> Callable:
     that, and on real values the rule runs unchanged.
     """
 
-    def vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> Any:
+    kw = _takes_needs(rule)
+
+    def vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict, **needs: Any) -> Any:
+        extra = needs if kw else {}
         if g.dtype.kind != "c" and out.dtype.kind != "c":
-            return rule(F, g, xs, out, attrs)
-        res = rule(F, F.conj(g), xs, out, attrs)
+            return rule(F, g, xs, out, attrs, **extra)
+        res = rule(F, F.conj(g), xs, out, attrs, **extra)
         return tuple(None if r is None else F.conj(r) for r in res)
 
     vjp.__doc__ = rule.__doc__
+    vjp.takes_needs = kw  # type: ignore[attr-defined]
     return vjp
+
+
+def _takes_needs(fn: Callable) -> bool:
+    """Whether a gradient rule takes the `needs` keyword (Op.vjp_needs)."""
+    flag = getattr(fn, "takes_needs", None)
+    if flag is not None:
+        return bool(flag)
+    code = getattr(fn, "__code__", None)
+    return code is not None and "needs" in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
 
 
 def unregister(name: str) -> Op:

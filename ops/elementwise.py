@@ -341,8 +341,8 @@ def _add_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
 
 
 @defvjp("subtract")
-def _subtract_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    return g, -g
+def _subtract_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict, needs: tuple = (True, True)) -> tuple:
+    return g, -g if needs[1] else None
 
 
 def _multiply_rule(F: Any, g: Any, xs: list, out: Any) -> tuple:
@@ -351,8 +351,11 @@ def _multiply_rule(F: Any, g: Any, xs: list, out: Any) -> tuple:
 
 
 @defvjp("multiply")
-def _multiply_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    return _holomorphic(F, _multiply_rule, g, xs, out)
+def _multiply_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict, needs: tuple = (True, True)) -> tuple:
+    if all(needs) or out.dtype.kind == "c" or g.dtype.kind == "c":
+        return _holomorphic(F, _multiply_rule, g, xs, out)
+    x, y = xs
+    return g * y if needs[0] else None, g * x if needs[1] else None
 
 
 def _divide_rule(F: Any, g: Any, xs: list, out: Any) -> tuple:
@@ -362,8 +365,10 @@ def _divide_rule(F: Any, g: Any, xs: list, out: Any) -> tuple:
 
 
 @defvjp("divide")
-def _divide_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
-    return _holomorphic(F, _divide_rule, g, xs, out)
+def _divide_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict, needs: tuple = (True, True)) -> tuple:
+    if needs[1] or out.dtype.kind == "c" or g.dtype.kind == "c":
+        return _holomorphic(F, _divide_rule, g, xs, out)
+    return g / xs[1], None
 
 
 def _complex_pow_rule(F: Any, g: Any, xs: list, out: Any) -> tuple:
@@ -385,26 +390,26 @@ def _pow_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     return gx, gy
 
 
-def _ties(F: Any, g: Any, x: Any, y: Any, x_wins: Any) -> tuple:
+def _ties(F: Any, g: Any, x: Any, y: Any, x_wins: Any, needs: tuple) -> tuple:
     # Ties share the cotangent equally, so the rule is symmetric (PyTorch's convention).
     # `where` with weak scalars keeps the cotangent's dtype (no float64 masks).
     tie = x == y
-    half = g * 0.5
-    gx = F.where(x_wins, g, F.where(tie, half, 0.0))
-    gy = F.where(x_wins | tie, F.where(tie, half, 0.0), g)
+    tied = F.where(tie, g * 0.5, 0.0)
+    gx = F.where(x_wins, g, tied) if needs[0] else None
+    gy = F.where(x_wins | tie, tied, g) if needs[1] else None
     return gx, gy
 
 
 @defvjp("maximum")
-def _maximum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+def _maximum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict, needs: tuple = (True, True)) -> tuple:
     x, y = xs
-    return _ties(F, g, x, y, x > y)
+    return _ties(F, g, x, y, x > y, needs)
 
 
 @defvjp("minimum")
-def _minimum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+def _minimum_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict, needs: tuple = (True, True)) -> tuple:
     x, y = xs
-    return _ties(F, g, x, y, x < y)
+    return _ties(F, g, x, y, x < y, needs)
 
 
 @defvjp("atan2")

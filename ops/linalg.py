@@ -171,7 +171,7 @@ def _transposed(x: Any) -> bool:
 
 @defvjp("matmul")
 @holomorphic
-def _matmul_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+def _matmul_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict, needs: tuple = (True, True)) -> tuple:
     a, b = xs
     # Promote 1-D operands as matmul does, differentiate the matrix product, then drop the
     # promoted axes again; the caller sums broadcast batch axes away.
@@ -186,18 +186,21 @@ def _matmul_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
     # cotangent as the transpose of a product in its base's orientation: the gradient then
     # lands in the base's layout, so a kept `w.grad` and the optimizer update read one product
     # (computed the other way round, the graph needed it in both layouts: two GEMMs).
-    if _transposed(b2):
-        gb = F.matrix_transpose(F.matrix_transpose(g2) @ a2)
-    else:
-        gb = F.matrix_transpose(a2) @ g2
-    if _transposed(a2):
-        ga = F.matrix_transpose(b2 @ F.matrix_transpose(g2))
-    else:
-        ga = g2 @ F.matrix_transpose(b2)
-    if a.ndim == 1:
-        ga = F.squeeze(ga, axis=-2)
-    if b.ndim == 1:
-        gb = F.squeeze(gb, axis=-1)
+    ga = gb = None
+    if needs[1]:
+        if _transposed(b2):
+            gb = F.matrix_transpose(F.matrix_transpose(g2) @ a2)
+        else:
+            gb = F.matrix_transpose(a2) @ g2
+        if b.ndim == 1:
+            gb = F.squeeze(gb, axis=-1)
+    if needs[0]:
+        if _transposed(a2):
+            ga = F.matrix_transpose(b2 @ F.matrix_transpose(g2))
+        else:
+            ga = g2 @ F.matrix_transpose(b2)
+        if a.ndim == 1:
+            ga = F.squeeze(ga, axis=-2)
     return ga, gb
 
 

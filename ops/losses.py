@@ -149,10 +149,12 @@ declare(SoftmaxCrossEntropyGrad(), decompose=_sce_grad_parts)
 
 
 @defvjp("softmax_cross_entropy")
-def _softmax_cross_entropy_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+def _softmax_cross_entropy_vjp(
+    F: Any, g: Any, xs: list, out: Any, attrs: dict, needs: tuple = (True, True)
+) -> tuple:
     x, q = xs
     # g with the class axis kept (size 1): the gradient's decomposition then fuses into one kernel
-    gx = F.record("softmax_cross_entropy_grad", F.expand_dims(g, 1), x, q)
-    # Soft targets can be differentiated too: d/dq = -log_softmax(x) (lazy: built only if read).
-    gq = -F.log_softmax(x, axis=1) * F.expand_dims(g, 1)
+    gx = F.record("softmax_cross_entropy_grad", F.expand_dims(g, 1), x, q) if needs[0] else None
+    # Soft targets can be differentiated too: d/dq = -log_softmax(x)
+    gq = -F.log_softmax(x, axis=1) * F.expand_dims(g, 1) if needs[1] else None
     return gx, gq

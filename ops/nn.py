@@ -465,12 +465,12 @@ def _logsumexp_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
 
 
 @defvjp("conv2d")
-def _conv2d_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict) -> tuple:
+def _conv2d_vjp(F: Any, g: Any, xs: list, out: Any, attrs: dict, needs: tuple = (True, True, True)) -> tuple:
     x, w = xs[:2]
-    gx = F.record("conv2d_grad_input", g, w, x, **attrs)
-    gw = F.record("conv2d_grad_weight", g, x, w, **attrs)
+    gx = F.record("conv2d_grad_input", g, w, x, **attrs) if needs[0] else None
+    gw = F.record("conv2d_grad_weight", g, x, w, **attrs) if needs[1] else None
     if len(xs) == 3:
-        return gx, gw, F.sum(g, axis=(0, 2, 3))
+        return gx, gw, F.sum(g, axis=(0, 2, 3)) if needs[2] else None
     return gx, gw
 
 
