@@ -198,6 +198,15 @@ static PyObject *lg_configure(PyObject *mod, PyObject *cfg) {
     Py_DECREF(v);
     if (v != defaults[i]) { PyErr_Format(PyExc_TypeError, "configure: Storage.%s", fields[i]); return NULL; }
   }
+  /* refills and `s op= v` read and write a `_Held`'s val and src in its dict: no class attribute
+     may stand for them */
+  if (PyObject_HasAttr((PyObject *)T_Held, S_VAL) || PyObject_HasAttr((PyObject *)T_Held, S_SRC)) {
+    PyErr_SetString(PyExc_TypeError, "configure: _Held.val or _Held.src");
+    return NULL;
+  }
+  /* the float64 paths read and write np.float64's value as a Python float's */
+  F64_OK = PyType_IsSubtype(T_F64, &PyFloat_Type) && T_F64->tp_basicsize == (Py_ssize_t)sizeof(PyFloatObject)
+           && T_F64->tp_itemsize == 0;
   REGION_MAX = PyLong_AsSsize_t(REGION_MAX_OBJ);
   if (REGION_MAX < 0) return NULL;
   if (!PyDict_CheckExact(RECIPES)) { PyErr_SetString(PyExc_TypeError, "configure: recipes"); return NULL; }
