@@ -281,3 +281,21 @@ def test_best_order_on_a_layered_graph() -> None:
     assert result.lower_bound <= result.peak <= min(result.candidates.values())
     plan = plan_buffers(dag, result.order)
     assert plan.peak == result.peak and len(plan.buffers) < dag.n
+
+
+def test_beam_search_leaves_numpy_ma_unimported() -> None:
+    # np.union1d's first call imports numpy.ma (8-60 ms under the import lock); the order search
+    # runs in the background beside a program's first call, which would wait for that import
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from optimizer.schedule import Dag, beam_order\n"
+        "dag = Dag([4, 4, 4, 4, 4], [[], [0], [0], [1, 2], [3]])\n"
+        "order, peak = beam_order(dag, 3)\n"
+        "assert sorted(order) == [0, 1, 2, 3, 4]\n"
+        "print('numpy.ma' in sys.modules)\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr

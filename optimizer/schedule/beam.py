@@ -119,7 +119,10 @@ def _beam(
         indeg[np.arange(len(sel)), vk] = -1
         owner, w = _gather(t.succ_ptr, t.succ, vk)
         indeg[owner, w] -= 1
-        cols = np.union1d(cols, w)
+        # sorted distinct values by hand: np.union1d imports numpy.ma on its first call (8-60 ms
+        # holding the import lock, inside some program's first call)
+        cols = np.sort(np.concatenate((cols, w)))
+        cols = cols[np.concatenate(([True], cols[1:] != cols[:-1]))] if len(cols) else cols
         cols = cols[(indeg[:, cols] == 0).any(axis=0)]
         live, peak, hsh = nlive[sel], npk[sel], h[sel]
         parents.append(pk)
