@@ -219,13 +219,14 @@ def backward(y: Array, grad_output: Any = None, create_graph: bool = False) -> N
     try:
         seed = _seed(y, grad_output, "backward")
         root = y.node
-        leaves = [n for n in _tracked_order(root) if n.grad_leaf and n.requires_grad]
+        order = _tracked_order(root)  # walked once: _backprop takes it
+        leaves = [n for n in order if n.grad_leaf and n.requires_grad]
         if not leaves and not root.requires_grad:
             raise RuntimeError(
                 "backward: the array does not depend on anything that requires grad "
                 "(create parameters with lg.nn.Parameter or requires_grad=True)"
             )
-        cot = _backprop(root, seed, {id(n) for n in leaves})
+        cot = _backprop(root, seed, {id(n) for n in leaves}, order)
         for leaf in leaves:
             ref = LEAF_OWNERS.get(leaf)
             storage = ref() if ref is not None else None
