@@ -124,8 +124,14 @@ def _backprop(
     # Only nodes from which a wanted node is reachable need a cotangent.
     useful: set[int] = set()
     for node in order:
-        if id(node) in wanted or any(id(c) in useful for c in inputs(node)):
-            useful.add(id(node))
+        nid = id(node)
+        if nid in wanted:
+            useful.add(nid)
+            continue
+        for c in inputs(node):
+            if id(c) in useful:
+                useful.add(nid)
+                break
     cot: dict[int, Array] = {id(root): seed}
     for node in reversed(order):
         g = cot.get(id(node))

@@ -91,9 +91,12 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Array:
 def matrix_transpose(x: Any) -> Array:
     """Swap the last two axes (a view)."""
     x = _arr(x)
-    if x.ndim < 2:
+    nd = x.ndim
+    if nd < 2:
         raise ValueError(f"matrix_transpose: needs at least 2 dimensions, got shape {fmt_shape(x.shape)}")
-    return swapaxes(x, -1, -2)
+    # the permutation directly (gradients of every matmul take two: no axis checks to redo)
+    axes = (1, 0) if nd == 2 else (*range(nd - 2), nd - 1, nd - 2)
+    return x._derive(permute_view(x.view_of(), axes))
 
 
 def moveaxis(x: Any, source: Any, destination: Any) -> Array:
