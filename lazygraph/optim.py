@@ -50,9 +50,26 @@ def _run_grad_hooks(params: list[Array]) -> None:
             fn(params)
 
 
-def _leaf(value: float, dtype: np.dtype, device: Any) -> Array:
-    """A 0-d array leaf in the parameter's dtype, on its device (its value may differ from step to step)."""
-    return from_node(constant(np.asarray(value, dtype=dtype), device=device))
+def _leaf(value: float, dtype: np.dtype, device: Any, role: str) -> Array:
+    """A 0-d array leaf in the parameter's dtype, on its device (its value may differ from step to step).
+
+    One leaf node per (role, value, dtype, device) is kept and shared: every parameter of a step
+    reads the same learning rate or bias correction, so the step's graph has one leaf for it
+    instead of one per parameter (fewer leaves to record, hash and bind), and a value that stays
+    the same (a constant learning rate) is not copied anew each step. The role keeps two
+    quantities that happen to be equal apart, so the graph's structure does not depend on that.
+    """
+    key = (role, float(value), dtype, device)
+    node = _LEAVES.get(key)
+    if node is None:
+        if len(_LEAVES) >= 256:
+            _LEAVES.clear()
+        node = _LEAVES[key] = constant(np.asarray(value, dtype=dtype), device=device)
+    return from_node(node)
+
+
+#: (role, value, dtype, device) -> the shared 0-d leaf `_leaf` hands out (read-only buffers)
+_LEAVES: dict[tuple, Any] = {}
 
 
 def _zeros_state(p: Array) -> Array:
@@ -231,7 +248,7 @@ class SGD(Optimizer):
                 buf *= mu
                 buf += d * (1.0 - group["dampening"]) if group["dampening"] else d
             d = d + buf * mu if group["nesterov"] else buf
-        p -= _leaf(group["lr"], p.dtype, p.device) * d
+        p -= _leaf(group["lr"], p.dtype, p.device, "lr") * d
 
 
 class Adam(Optimizer):
@@ -277,7 +294,7 @@ class Adam(Optimizer):
         t = state["step"]
         if wd:
             if self.decoupled:
-                p *= _leaf(1.0 - lr * wd, p.dtype, p.device)
+                p *= _leaf(1.0 - lr * wd, p.dtype, p.device, "decay")
             else:
                 g = g + p * wd
         m, v = state["exp_avg"], state["exp_avg_sq"]
@@ -289,8 +306,8 @@ class Adam(Optimizer):
             vmax = state["max_exp_avg_sq"]
             vmax[...] = api.maximum(vmax, v)
             v = vmax
-        step_size = _leaf(lr / (1.0 - b1**t), p.dtype, p.device)
-        inv_bc2 = _leaf(1.0 / math.sqrt(1.0 - b2**t), p.dtype, p.device)
+        step_size = _leaf(lr / (1.0 - b1**t), p.dtype, p.device, "step_size")
+        inv_bc2 = _leaf(1.0 / math.sqrt(1.0 - b2**t), p.dtype, p.device, "inv_bc2")
         p -= step_size * m / (api.sqrt(v) * inv_bc2 + group["eps"])
 
 

@@ -240,6 +240,44 @@ def test_every_step_records_the_same_graph(make, monkeypatch):
     assert st["evaluations"] == len(data) and st["distinct_graphs"] == 1, st
 
 
+@pytest.mark.parametrize(
+    "make, scalars",
+    [
+        (lambda ps: lg.optim.SGD(ps, 0.1, momentum=0.9), 1),  # the learning rate
+        (lambda ps: lg.optim.Adam(ps), 2),  # the step size and the second moment's correction
+        (lambda ps: lg.optim.AdamW(ps), 3),  # and the decay factor
+    ],
+)
+def test_a_step_reads_each_hyperparameter_from_one_leaf(make, scalars, monkeypatch):
+    # every parameter's update reads the same 0-d leaves: one per quantity, not one per parameter
+    model, data = _model_and_data()
+    opt = make(model.parameters())
+    seen = []
+    real = lg.optim.Optimizer._materialize
+
+    def capture(self):
+        params = [p for g in self.param_groups for p in g["params"]]
+        stack, ids, leaves = [p.node for p in params], set(), set()
+        while stack:
+            n = stack.pop()
+            if id(n) in ids:
+                continue
+            ids.add(id(n))
+            if not n.inputs and n.buffer is not None and n.shape == () and n.dtype == np.float32:
+                leaves.add(id(n))
+            stack.extend(n.inputs)
+        seen.append(len(leaves))
+        real(self)
+
+    monkeypatch.setattr(lg.optim.Optimizer, "_materialize", capture)
+    for x, y in data[:3]:
+        loss = nn.functional.cross_entropy(model(lg.asarray(x)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert seen == [scalars] * 3, seen
+
+
 def test_zero_grad_and_skipped_parameters():
     a, b = nn.Parameter(np.ones(3)), nn.Parameter(np.ones(2))
     opt = lg.optim.SGD([a, b], lr=0.5)
