@@ -19,7 +19,7 @@ import numpy as np
 from numpy.exceptions import ComplexWarning
 
 from cache.key import hint_of
-from lazygraph import txn, writes
+from lazygraph import infer_memo, txn, writes
 from lazygraph.device import CPU, Device, canonical, default, host_value, on_device, place
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.engine.attempt import RELEASED
@@ -159,7 +159,7 @@ def record(op: str, *operands: Any, **attrs: Any) -> Array:
             nodes = tuple([constant(n.buffer, device=HOST) for n in nodes])  # neutral: host memory
             for n in nodes:
                 n.device = None  # made from Python scalars: they join whatever device they meet
-    shape, dtype, attrs = opdef.infer(nodes, attrs)
+    shape, dtype, attrs = infer_memo.infer(opdef, nodes, attrs)
     if not 0 < prod(shape) <= FAST_SIZE:  # the common case without a call
         check_size(op, shape, dtype)
     node = Node(opdef, nodes, attrs, shape, dtype)
