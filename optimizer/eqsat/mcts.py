@@ -14,7 +14,7 @@ when that is lower: the linear costs the greedy uses miss the merges' fused epil
 update adds the reward and a visit along the path; before those iterations every applicable
 rule is tried once at the root, its immediate improvement its first reward. The root's child with the best average value is applied to the main e-graph, and the
 next search continues from that child's subtree (the paper's reuse). Construction stops at the e-node budget, when no rule
-changes the e-graph, or at the time limit; the final graph is extracted by ILP (greedy when
+changes the e-graph, or at the time limit or the saturation's work limit (`Saturation.over`); the final graph is extracted by ILP (greedy when
 the ILP finds nothing in time).
 """
 
@@ -82,6 +82,8 @@ class MCTS:
         #: can find the best graph under a child that the average value does not choose, and
         #: the budget can end before the main e-graph gets there
         self.best_seen: tuple[float, SGraph] | None = None
+        #: the e-graph best_seen was drawn from (a tree node's: the main e-graph may have left it)
+        self.best_seen_eg: EGraph | None = None
         self._checked = 0  # MCTS steps since every rule was checked for a match (`applicable`)
 
     def cost(self, eg: EGraph) -> float:
@@ -90,7 +92,7 @@ class MCTS:
         g = self.graphs(eg)[-1][0]
         got = self.sat.model.graph_cost(g)
         if self.best_seen is None or got < self.best_seen[0]:
-            self.best_seen = (got, g)
+            self.best_seen, self.best_seen_eg = (got, g), eg
         for g in self.made:
             got = min(got, self.sat.model.graph_cost(g))
         return got
@@ -150,6 +152,8 @@ class MCTS:
             rule = self.sat.rules[k]
             if rule.name in self.sat.ematchers and self.sat.ematch_exists(eg, rule):
                 out.add(k)
+        if time.perf_counter() > deadline:
+            return out  # the structural rules' check draws the greedy extraction first: not past it
         for g, _ in self.structural_graphs(eg):
             ctx = Context(g, g.topo() or [])
             for k in ks:
@@ -175,9 +179,16 @@ class MCTS:
                 key=lambda ch: ch.value / max(ch.visits, 1) + self.c * math.sqrt(total / max(ch.visits, 1)),
             )
 
-    def _expand(self, node: TreeNode, deadline: float) -> TreeNode | None:
-        while self._free(node) and time.perf_counter() < deadline:
-            rule = self.rng.choice(self._free(node))
+    def prior(self, rule: int) -> tuple[int, int]:
+        """The order the root tries rules in: the structural merges (the benchmark models'
+        gains), then library rules by how many operators they add (shrinking ones first)."""
+        em = self.sat.ematchers.get(self.sat.rules[rule].name)
+        return (0, 0) if em is None else (1, em.growth)
+
+    def _expand(self, node: TreeNode, deadline: float, ordered: bool = False) -> TreeNode | None:
+        while self._free(node) and not self.sat.over(deadline):
+            free = self._free(node)
+            rule = min(free, key=self.prior) if ordered else self.rng.choice(free)
             if node.eg.size >= self.sat.node_limit:
                 node.saturated = True
                 return None
@@ -201,7 +212,7 @@ class MCTS:
         reward = max((node.parent.cost if node.parent else node.cost) - node.cost, 0.0)
         eg, cost = node.eg, node.cost
         for _ in range(self.depth):
-            if eg.size >= self.sat.node_limit or time.perf_counter() > deadline:
+            if eg.size >= self.sat.node_limit or self.sat.over(deadline):
                 break
             new = self.act(eg, self.rng.choice(self.allowed), deadline)
             if new is None:
@@ -232,16 +243,20 @@ class MCTS:
             return None
         # every applicable rule is first tried once at the root, rewarded by its immediate
         # improvement: under a budget of seconds the search then does not miss a rule it had
-        # no time to expand (the rollouts below refine these values)
-        while self._free(root) and time.perf_counter() < deadline:
-            child = self._expand(root, deadline)
+        # no time to expand (the rollouts below refine these values). They are tried in the
+        # order of `prior`, not at random: a budget that ends inside this loop (a loaded
+        # machine, a short budget: BERT's six rules take 0.15 s quiet) has then tried the
+        # likeliest gains (BERT's reassociation, NASNet-A's conv-837 shrink the graph), and
+        # what they reached is kept (`best_seen`)
+        while self._free(root) and not self.sat.over(deadline):
+            child = self._expand(root, deadline, ordered=True)
             if child is None:
                 break
             child.value += max(root.cost - child.cost, 0.0) / self.start
             child.visits += 1
             root.visits += 1
         for _ in range(self.budget):
-            if time.perf_counter() > deadline or root.saturated:
+            if self.sat.over(deadline) or root.saturated:
                 break
             node = self._select(root)
             child = self._expand(node, deadline)
@@ -263,7 +278,7 @@ class MCTS:
         root: TreeNode | None = None
         extracted = self.sat.eg.size
         while True:
-            if self.sat.eg.size >= 1.25 * extracted and time.perf_counter() < deadline:
+            if self.sat.eg.size >= 1.25 * extracted and not self.sat.over(deadline):
                 # the main e-graph is extracted (ILP) whenever it has grown by a quarter (as
                 # eqsat_search's stages do, by half there): the final ILP, on the e-graph later
                 # actions grew, may not reach in its time the optimum this one held (BERT:
@@ -272,14 +287,14 @@ class MCTS:
                 got, _ = self.sat.extract("ilp", (deadline - time.perf_counter()) / 2)
                 cost = self.sat.model.graph_cost(got)
                 if self.best_seen is None or cost < self.best_seen[0]:
-                    self.best_seen = (cost, got)
+                    self.best_seen, self.best_seen_eg = (cost, got), self.sat.eg
             if self.sat.full:
                 return "nodes"
-            if time.perf_counter() > deadline:
-                return "time"
+            if self.sat.over(deadline):
+                return self.sat.stop_reason()
             best = self.choose(deadline, root)
             if best is None:
-                return "saturated" if time.perf_counter() <= deadline else "time"
+                return self.sat.stop_reason() if self.sat.over(deadline) else "saturated"
             best.parent = None  # the next search starts from its subtree
             root = best
             self.sat.eg = best.eg
