@@ -63,8 +63,8 @@ def _arr(x: Any) -> Array:
 def permute_dims(x: Any, axes: Sequence[int] | None = None) -> Array:
     """Reorder axes (a view); reverses them when axes is None."""
     x = _arr(x)
-    if axes is None:
-        axes = tuple(range(x.ndim))[::-1]
+    if axes is None:  # `x.T`: a permutation by construction
+        return x._derive(permute_view(x.view_of(), tuple(range(x.ndim))[::-1]))
     axes = tuple(normalize_axis("permute_dims", a, x.ndim) for a in axes)
     if sorted(axes) != list(range(x.ndim)):
         raise ValueError(
