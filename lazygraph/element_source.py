@@ -91,15 +91,18 @@ static PyObject *field(PyObject *d, PyObject *name) {
   return v;
 }
 
-/* the `node` of a Storage (exact type: a plain instance attribute), read from its dict: a new
-   reference, or NULL without error */
-static PyObject *storage_node(PyObject *st) {
-  PyObject *d = PyObject_GenericGetDict(st, NULL);
+/* o.name read from o's instance dict (no class attribute stands for it): a new reference, or
+   NULL without error */
+static PyObject *dict_field(PyObject *o, PyObject *name) {
+  PyObject *d = PyObject_GenericGetDict(o, NULL);
   if (d == NULL) { PyErr_Clear(); return NULL; }
-  PyObject *node = Py_XNewRef(field(d, S_NODE));
+  PyObject *v = Py_XNewRef(field(d, name));
   Py_DECREF(d);
-  return node;
+  return v;
 }
+
+/* the `node` of a Storage (exact type: a plain instance attribute) */
+static PyObject *storage_node(PyObject *st) { return dict_field(st, S_NODE); }
 
 #define WEAKLIST(o) (*(PyObject **)((char *)(o) + Py_TYPE(o)->tp_weaklistoffset))
 
@@ -217,15 +220,8 @@ static PyObject *weak_to(PyObject *node) {
   return w;
 }
 
-/* the `val` of a `_Held` (read from its dict: configure checked no class attribute stands for
-   it): a new reference, or NULL without error */
-static PyObject *held_val(PyObject *held) {
-  PyObject *d = PyObject_GenericGetDict(held, NULL);
-  if (d == NULL) { PyErr_Clear(); return NULL; }
-  PyObject *val = Py_XNewRef(field(d, S_VAL));
-  Py_DECREF(d);
-  return val;
-}
+/* the `val` of a `_Held` (configure checked no class attribute stands for it) */
+static PyObject *held_val(PyObject *held) { return dict_field(held, S_VAL); }
 
 /* The Scalar last made by held_scalar, kept: when nothing else holds it any more (count 1, no weak
    reference, still its own `_Held` of the two fields), the next element read refills it instead
