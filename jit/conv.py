@@ -9,8 +9,8 @@ summed) and, at stride 1, the input gradient (a convolution of the cotangent wit
 flipped kernel). Rows orientation only (one row of kH*kW*C per output pixel, as
 ops/conv.py's `im2col_rows`), one group, float32 or float64; `applies` says when.
 
-Where jit/conv_simd.py's AVX-512 implicit GEMM applies (float32, output channels a multiple
-of 16) it replaces the chunks, and the first layer's weight gradient; pointwise (1x1,
+Where jit/conv_simd.py's implicit GEMM applies (float32, AVX-512 or AVX2, output channels a
+multiple of the vector's 16 or 8 lanes) it replaces the chunks, and the first layer's weight gradient; pointwise (1x1,
 unpadded) convolutions are one GEMM per image (ops/conv.py's `conv_pointwise`).
 """
 

@@ -1,19 +1,21 @@
-"""Implicit-GEMM convolution with AVX-512 register tiles: no column matrix at all.
+"""Implicit-GEMM convolution with AVX-512 or AVX2 register tiles: no column matrix at all.
 
-On this class of machine OpenBLAS runs the convolution's GEMM shapes (tens of thousands of
+On these machines OpenBLAS runs the convolution's GEMM shapes (tens of thousands of
 pixel rows, a contraction of kH*kW*C, 64 output channels) at about 60% of the FMA peak, and
 the chunked im2col of jit/conv.py adds a copy kH*kW times the image on top. Here one
 image at a time is laid out padded and channel-last in a private buffer (a few tens of KB,
-in L1/L2), and a 6x64 register tile of the product is accumulated straight from it: each
+in L1/L2), and a register tile of the product is accumulated straight from it: each
 pixel's window row is a contiguous run of kW*C values of that buffer, so the "columns" are
-just six pointers. Forward: 6 output pixels x 16*NV output channels, broadcasts from the
+just six pointers. Forward: 6 output pixels x VW*NV output channels, broadcasts from the
 image, vectors from the (kH*kW*C, O) weight matrix. Weight gradient: 6 window elements x
-16*NV output channels, broadcasts from the image, vectors from the image's cotangent laid
-out pixel-major, summed over the image's pixels into a per-thread (K, O) block.
+VW*NV output channels, broadcasts from the image, vectors from the image's cotangent laid
+out pixel-major, summed over the image's pixels into a per-thread (K, O) block. VW is the
+vector's float32 lanes (16 with AVX-512F, 8 with AVX2 and FMA) and NV the vectors per tile
+row that the ISA's registers hold (6 x 4 zmm, 6 x 2 ymm accumulators).
 
-float32 only, output channels a multiple of 16, a CPU with AVX-512F (`applies`); the input
-gradient at stride 1 is the forward of the cotangent with the flipped kernel (jit/conv.py).
-Sums run in a different order from BLAS's: equal within float32 rounding, not bit for bit.
+float32 only, output channels a multiple of VW (`applies`); the input gradient at stride 1
+is the forward of the cotangent with the flipped kernel (jit/conv.py). Sums run in a
+different order from BLAS's: equal within float32 rounding, not bit for bit.
 """
 
 from __future__ import annotations
@@ -32,50 +34,96 @@ from ops.settings import SETTINGS
 Pair = tuple[int, int]
 
 
-@functools.cache
-def has_avx512() -> bool:
-    """Whether the kernels can be built here: a compiler taking -march=native on a CPU with AVX-512F."""
-    if "-march=native" not in compile_c.flags():
-        return False
+def _cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("flags"):
-                    return " avx512f " in line + " "
+                    return set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return False
+    return set()
 
 
-#: bytes of the weight slice one forward tile streams (kH*kW*C rows of 16*NV channels): it
-#: must stay in L2 (1 MB a core here), or each tile rereads it from L3 and BLAS is faster
-L2_SLICE = 512 * 1024
+@functools.cache
+def vector_width() -> int:
+    """float32 lanes of the register tiles built here: 16 (AVX-512F), 8 (AVX2 with FMA) or 0 (none).
+
+    The kernels are compiled with -march=native, so they can use only what this CPU has.
+    """
+    if "-march=native" not in compile_c.flags():
+        return 0
+    flags = _cpu_flags()
+    if "avx512f" in flags:
+        return 16
+    return 8 if {"avx2", "fma"} <= flags else 0
+
+
+def has_avx512() -> bool:
+    """Whether the register tiles are AVX-512's (16 lanes)."""
+    return vector_width() == 16
+
+
+@functools.cache
+def l2_slice() -> int:
+    """Bytes of the weight slice one forward tile may stream: half a core's L2 (512 KB if unknown).
+
+    The slice (kH*kW*C rows of VW*NV channels) must stay in L2, or each tile rereads it from
+    L3 and BLAS is faster.
+    """
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            text = f.read().strip().upper()
+        scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+        return int(text.rstrip("KM")) * scale // 2
+    except (OSError, ValueError):
+        return 512 * 1024
 
 
 def applies(dtype: np.dtype, w_shape: tuple) -> bool:
-    """float32, output channels a multiple of 16, a weight slice that fits L2, AVX-512F here.
+    """float32, output channels a multiple of the vector width, a weight slice that fits L2, AVX-512F or AVX2.
 
     LAZYGRAPH_CONV_SIMD=0 turns these kernels off (the chunked BLAS path then runs).
     """
     o, c, kh, kw = w_shape
+    vw = vector_width()
     return (
         np.dtype(dtype) == np.float32
+        and vw > 0
         and o > 0
-        and o % 16 == 0
-        and kh * kw * c * 16 * _nv(o) * 4 <= L2_SLICE
-        and has_avx512()
+        and o % vw == 0
+        and kh * kw * c * vw * _nv(o) * 4 <= l2_slice()
         and SETTINGS.conv_simd
     )
 
 
 def _nv(o: int) -> int:
-    """Vectors of 16 channels per tile: the largest of 4, 3, 2, 1 dividing O/16."""
-    return next(v for v in (4, 3, 2, 1) if (o // 16) % v == 0)
+    """Vectors per tile row: AVX-512's 32 registers hold 6 x 4 accumulators, AVX2's 16 hold 6 x 2.
+
+    The largest count of the ISA's choices dividing O / lanes.
+    """
+    vw = vector_width() or 16
+    return next(v for v in ((4, 3, 2, 1) if vw == 16 else (2, 1)) if (o // vw) % v == 0)
 
 
 # The padded, channel-last copy of image n, shared by both kernels.
 _COMMON = """#include <immintrin.h>
 typedef float T;
+#if VW == 16
+typedef __m512 V;
+#define VLOAD _mm512_loadu_ps
+#define VSTORE _mm512_storeu_ps
+#define VSET1 _mm512_set1_ps
+#define VZERO _mm512_setzero_ps
+#define VFMA _mm512_fmadd_ps
+#else
+typedef __m256 V;
+#define VLOAD _mm256_loadu_ps
+#define VSTORE _mm256_storeu_ps
+#define VSET1 _mm256_set1_ps
+#define VZERO _mm256_setzero_ps
+#define VFMA _mm256_fmadd_ps
+#endif
 static void pad_nhwc(const T *xn, int64_t C, int64_t H, int64_t W, T *xp) {
   const int64_t WP = W + 2 * PW;
   memset(xp, 0, sizeof(T) * (H + 2 * PH) * WP * C);
@@ -87,15 +135,15 @@ static void pad_nhwc(const T *xn, int64_t C, int64_t H, int64_t W, T *xp) {
 }
 """
 
-# acc[r][v] += a_r[j] * b[j][v]: R rows of broadcasts, NV vectors of 16 columns per step
+# acc[r][v] += a_r[j] * b[j][v]: R rows of broadcasts, NV vectors of VW columns per step
 _FWD_TILE = """
 static inline __attribute__((always_inline)) void fwd_tile(const int R, const T *const *base, const T *wm,
     int64_t C, int64_t O, int64_t WP, T *yl, int64_t ldy) {
-  __m512 acc[6][NV];
+  V acc[6][NV];
   #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
     #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; v++) acc[r][v] = VZERO();
   for (int kh = 0; kh < KH; kh++) {
     /* undilated, a window row is one run of KW*C values; dilated, KW runs of C */
     const int runs = DW == 1 ? 1 : KW;
@@ -107,14 +155,14 @@ static inline __attribute__((always_inline)) void fwd_tile(const int R, const T 
       #pragma GCC unroll 6
       for (int r = 0; r < R; r++) a[r] = base[r] + off;
       for (int64_t j = 0; j < len; j++) {
-        __m512 b[NV];
+        V b[NV];
         #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) b[v] = _mm512_loadu_ps(wk + j * O + 16 * v);
+        for (int v = 0; v < NV; v++) b[v] = VLOAD(wk + j * O + VW * v);
         #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
-          const __m512 s = _mm512_set1_ps(a[r][j]);
+          const V s = VSET1(a[r][j]);
           #pragma GCC unroll 4
-          for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(s, b[v], acc[r][v]);
+          for (int v = 0; v < NV; v++) acc[r][v] = VFMA(s, b[v], acc[r][v]);
         }
       }
     }
@@ -122,7 +170,7 @@ static inline __attribute__((always_inline)) void fwd_tile(const int R, const T 
   #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
     #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) _mm512_storeu_ps(yl + r * ldy + 16 * v, acc[r][v]);
+    for (int v = 0; v < NV; v++) VSTORE(yl + r * ldy + VW * v, acc[r][v]);
 }
 """
 
@@ -143,7 +191,7 @@ _FWD_BODY = """  const T *x = (const T *)ptrs[0], *wm = (const T *)ptrs[1], *b =
           const int64_t p = p0 + r, oh = p / WO, ow = p % WO;
           base[r] = xp + (oh * SH * WP + ow * SW) * C;
         }
-        for (int64_t ob = 0; ob < O; ob += 16 * NV) {
+        for (int64_t ob = 0; ob < O; ob += VW * NV) {
           T *dst = yl + p0 * O + ob;
           switch (R) {
             case 6: fwd_tile(6, base, wm + ob, C, O, WP, dst, O); break;
@@ -171,27 +219,27 @@ _FWD_BODY = """  const T *x = (const T *)ptrs[0], *wm = (const T *)ptrs[1], *b =
 _WGT_TILE = """
 static inline __attribute__((always_inline)) void wgt_tile(const int R, const T *xk, const int64_t *poff,
     const T *gl, int64_t M, int64_t O, T *S) {
-  __m512 acc[6][NV];
+  V acc[6][NV];
   #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
     #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) acc[r][v] = _mm512_loadu_ps(S + r * O + 16 * v);
+    for (int v = 0; v < NV; v++) acc[r][v] = VLOAD(S + r * O + VW * v);
   for (int64_t p = 0; p < M; p++) {
-    __m512 g[NV];
+    V g[NV];
     #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) g[v] = _mm512_loadu_ps(gl + p * O + 16 * v);
+    for (int v = 0; v < NV; v++) g[v] = VLOAD(gl + p * (VW * NV) + VW * v);
     const T *a = xk + poff[p];
     #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
-      const __m512 s = _mm512_set1_ps(a[r]);
+      const V s = VSET1(a[r]);
       #pragma GCC unroll 4
-      for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(s, g[v], acc[r][v]);
+      for (int v = 0; v < NV; v++) acc[r][v] = VFMA(s, g[v], acc[r][v]);
     }
   }
   #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
     #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) _mm512_storeu_ps(S + r * O + 16 * v, acc[r][v]);
+    for (int v = 0; v < NV; v++) VSTORE(S + r * O + VW * v, acc[r][v]);
 }
 """
 
@@ -204,29 +252,34 @@ _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *pa
   #pragma omp parallel num_threads(NT)
   {
     T *xp = (T *)malloc(sizeof(T) * (HP * WP * C + 16));
-    T *gl = (T *)malloc(sizeof(T) * (M * O + 16));  /* this image's cotangent, pixel-major */
+    /* this image's cotangent in blocks of VW*NV channels, pixel-major within a block: a block
+       is one contiguous run (a stride of O floats would crowd a few cache sets) */
+    T *gl = (T *)malloc(sizeof(T) * (M * O + 16));
     T *S = part + (int64_t)omp_get_thread_num() * K * O;
     #pragma omp for schedule(dynamic, 1)
     for (int64_t n = 0; n < N; n++) {
       pad_nhwc(x + n * C * H * W, C, H, W, xp);
       const T *gn = g + n * O * M;
       for (int64_t o = 0; o < O; o++)
-        for (int64_t p = 0; p < M; p++) gl[p * O + o] = gn[o * M + p];
+        for (int64_t p = 0; p < M; p++) gl[(o / (VW * NV)) * M * (VW * NV) + p * (VW * NV) + o % (VW * NV)] = gn[o * M + p];
+      /* one block of channels at a time: its cotangent columns (M x VW*NV) stay in L1 while
+         every window element's pixels stream past them */
+      for (int64_t ob = 0; ob < O; ob += VW * NV)
       for (int kh = 0; kh < KH; kh++)
         for (int kw = 0; kw < KW; kw++) {
           const T *xk = xp + (kh * DH * WP + kw * DW) * C;
           T *Sk = S + (int64_t)(kh * KW + kw) * C * O;
           for (int64_t c0 = 0; c0 < C; c0 += 6) {
             const int R = C - c0 < 6 ? (int)(C - c0) : 6;
-            for (int64_t ob = 0; ob < O; ob += 16 * NV) {
+            {
               T *dst = Sk + c0 * O + ob;
               switch (R) {
-                case 6: wgt_tile(6, xk + c0, poff, gl + ob, M, O, dst); break;
-                case 5: wgt_tile(5, xk + c0, poff, gl + ob, M, O, dst); break;
-                case 4: wgt_tile(4, xk + c0, poff, gl + ob, M, O, dst); break;
-                case 3: wgt_tile(3, xk + c0, poff, gl + ob, M, O, dst); break;
-                case 2: wgt_tile(2, xk + c0, poff, gl + ob, M, O, dst); break;
-                default: wgt_tile(1, xk + c0, poff, gl + ob, M, O, dst); break;
+                case 6: wgt_tile(6, xk + c0, poff, gl + ob * M, M, O, dst); break;
+                case 5: wgt_tile(5, xk + c0, poff, gl + ob * M, M, O, dst); break;
+                case 4: wgt_tile(4, xk + c0, poff, gl + ob * M, M, O, dst); break;
+                case 3: wgt_tile(3, xk + c0, poff, gl + ob * M, M, O, dst); break;
+                case 2: wgt_tile(2, xk + c0, poff, gl + ob * M, M, O, dst); break;
+                default: wgt_tile(1, xk + c0, poff, gl + ob * M, M, O, dst); break;
               }
             }
           }
@@ -248,7 +301,16 @@ _OMP = """#ifdef _OPENMP
 
 def _source(body: str, dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair, nv: Pair) -> str:
     tile = _FWD_TILE if body is _FWD_BODY else _WGT_TILE
-    return HEAD + _OMP + f"#define NV {nv[0]}\n" + geometry(k, s, p, d) + _COMMON + tile + SIG + body
+    return (
+        HEAD
+        + _OMP
+        + f"#define NV {nv[0]}\n#define VW {nv[1]}\n"
+        + geometry(k, s, p, d)
+        + _COMMON
+        + tile
+        + SIG
+        + body
+    )
 
 
 def _fwd_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair, nv: Pair) -> str:
@@ -276,7 +338,7 @@ def forward(
     wm = np.ascontiguousarray(np.transpose(w, (2, 3, 1, 0)).reshape(kh * kw * c, o))
     ok = out is not None and out.shape == (n, o, ho, wo) and out.dtype == x.dtype and out.flags.c_contiguous
     y = out if ok else np.empty((n, o, ho, wo), dtype=x.dtype)
-    fn = function(_fwd_source, (x.dtype,), (kh, kw), s, p, d, (_nv(o), 0))
+    fn = function(_fwd_source, (x.dtype,), (kh, kw), s, p, d, (_nv(o), vector_width()))
     park_blas_workers()
     fn([x, wm, None if b is None else np.ascontiguousarray(b), y], [n, c, h, wd, o, ho, wo])
     if out is not None and not ok:
@@ -297,7 +359,7 @@ def grad_weight(
     k = kh * kw * c
     threads = max(1, min(len(os.sched_getaffinity(0)), n))
     part = np.zeros((threads, k, o), dtype=g.dtype)  # blocks of threads that never start stay 0
-    fn = function(_wgt_source, (g.dtype,), (kh, kw), s, p, d, (_nv(o), 0))
+    fn = function(_wgt_source, (g.dtype,), (kh, kw), s, p, d, (_nv(o), vector_width()))
     park_blas_workers()
     fn([g, x, part], [n, c, h, wd, o, ho, wo, threads])
     acc = part[0] if threads == 1 else part.sum(axis=0)

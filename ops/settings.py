@@ -154,7 +154,7 @@ FIELDS: dict[str, Field] = {
     "conv_simd": Field(
         "LAZYGRAPH_CONV_SIMD",
         _switch(True),
-        "float32 convolutions on the AVX-512 implicit-GEMM kernels where they apply (0: the chunked BLAS path)",
+        "float32 convolutions on the AVX-512/AVX2 implicit-GEMM kernels where they apply (0: the chunked BLAS path)",
     ),
     "blas_quiet": Field(
         "LAZYGRAPH_BLAS_QUIET",

@@ -1,8 +1,9 @@
-"""The AVX-512 implicit-GEMM convolution (jit/conv_simd.py) against the reference kernels.
+"""The implicit-GEMM convolution (jit/conv_simd.py) against the reference kernels.
 
 Geometries cover strides, padding, dilation, 1x1 and non-square windows; shapes cover batch
 0 and 1, channel counts that leave partial 6-row tiles, and every tile width (NV = 1..4
-vectors of 16 output channels). On a CPU without AVX-512 the kernels must decline.
+vectors of 16 output channels with AVX-512, 1..2 of 8 with AVX2). A CPU with AVX-512 runs
+the AVX2 tiles too; on a CPU with neither the kernels must decline.
 """
 
 from __future__ import annotations
@@ -51,8 +52,19 @@ def _close(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+#: the tile widths this CPU can run: AVX-512 machines run AVX2's 8-lane tiles as well
+WIDTHS = [v for v in (16, 8) if v <= conv_simd.vector_width()] or [0]
+
+
+@pytest.fixture(params=WIDTHS, ids=lambda v: f"lanes{v}")
+def lanes(request, monkeypatch) -> int:  # noqa: ANN001
+    """Build the kernels with this many float32 lanes (0: a CPU without AVX2 or AVX-512)."""
+    monkeypatch.setattr(conv_simd, "vector_width", lambda: request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("geo", GEOMETRIES)
-def test_forward_and_weight_gradient_match_reference(geo: tuple) -> None:
+def test_forward_and_weight_gradient_match_reference(geo: tuple, lanes: int) -> None:
     k, s, p, d, _ = geo
     for i, (n, c, o) in enumerate(SHAPES):
         x, w, b = _data(n, c, o, geo, i)
@@ -60,7 +72,7 @@ def test_forward_and_weight_gradient_match_reference(geo: tuple) -> None:
         want = REGISTRY["conv2d"].kernel(x, w, b, **attrs)
         g = np.random.default_rng(i).standard_normal(want.shape).astype(np.float32)
         gw = REGISTRY["conv2d_grad_weight"].kernel(g, x, w, **attrs)
-        if not conv_simd.has_avx512():
+        if not lanes:
             assert not conv_simd.applies(x.dtype, w.shape)
             continue
         assert conv_simd.applies(x.dtype, w.shape)
@@ -73,7 +85,7 @@ def test_forward_and_weight_gradient_match_reference(geo: tuple) -> None:
 
 
 @pytest.mark.parametrize("geo", GEOMETRIES[:3])
-def test_routed_through_the_window_kernels(geo: tuple) -> None:
+def test_routed_through_the_window_kernels(geo: tuple, lanes: int) -> None:
     """conv.KERNELS sends float32 shapes here, with out= buffers, and the input gradient via the forward."""
     k, s, p, d, _ = geo
     n, c, o = 2, 64, 16  # C*kH*kW >= O: the GEMM route, and O <= C for the input gradient
@@ -106,23 +118,25 @@ def test_short_window_weight_gradient_routed_here() -> None:
     _close(wbuf, REGISTRY["conv2d_grad_weight"].kernel(g, x, w, **attrs))
 
 
-def test_out_buffer_that_does_not_fit_is_filled_by_copy() -> None:
+def test_out_buffer_that_does_not_fit_is_filled_by_copy(lanes: int) -> None:
     geo = GEOMETRIES[0]
     x, w, b = _data(2, 3, 16, geo, 3)
     want = REGISTRY["conv2d"].kernel(x, w, b, **_attrs(*geo[1:4]))
-    if not conv_simd.has_avx512():
+    if not lanes:
+        assert not conv_simd.applies(x.dtype, w.shape)
         return
     out = np.zeros(want.shape[::-1], dtype=np.float32).T  # right shape, Fortran order
     assert conv_simd.forward(x, w, b, *geo[1:4], out=out) is out
     _close(np.ascontiguousarray(out), want)
 
 
-def test_declines_what_it_does_not_cover(monkeypatch) -> None:  # noqa: ANN001
+def test_declines_what_it_does_not_cover(lanes: int) -> None:
     f4 = np.dtype(np.float32)
     assert not conv_simd.applies(np.dtype(np.float64), (64, 8, 3, 3))
-    assert not conv_simd.applies(f4, (24, 8, 3, 3))  # not a multiple of 16
+    assert not conv_simd.applies(f4, (20, 8, 3, 3))  # not a multiple of 8 or 16
+    assert conv_simd.applies(f4, (24, 8, 3, 3)) == (lanes == 8)  # a multiple of 8, not of 16
     assert not conv_simd.applies(f4, (0, 8, 3, 3))
-    assert not conv_simd.applies(f4, (512, 512, 3, 3))  # the weight slice outgrows L2: BLAS
+    assert not conv_simd.applies(f4, (2048, 2048, 3, 3))  # the weight slice outgrows L2: BLAS
     with SETTINGS.override(conv_simd=False):
         assert not conv_simd.applies(f4, (64, 64, 5, 5))
         # the chunked BLAS path then gives the same values
@@ -132,7 +146,7 @@ def test_declines_what_it_does_not_cover(monkeypatch) -> None:  # noqa: ANN001
             conv.KERNELS["conv2d"](x, w, b, **_attrs(*geo[1:4])),
             REGISTRY["conv2d"].kernel(x, w, b, **_attrs(*geo[1:4])),
         )
-    assert conv_simd.applies(f4, (64, 64, 5, 5)) == conv_simd.has_avx512()
+    assert conv_simd.applies(f4, (64, 64, 5, 5)) == bool(lanes)
 
 
 def test_parking_blas_workers_keeps_blas_working(monkeypatch) -> None:  # noqa: ANN001
@@ -176,7 +190,7 @@ def test_parking_blas_workers_keeps_blas_working(monkeypatch) -> None:  # noqa: 
 
 
 def test_inference_conv_the_simd_kernel_covers_is_lowered() -> None:
-    """Without a weight gradient, a conv2d the AVX-512 kernel covers becomes a window step too."""
+    """Without a weight gradient, a conv2d the SIMD kernel covers becomes a window step too."""
     import lazygraph as lg
 
     rng = np.random.default_rng(4)
@@ -192,7 +206,7 @@ def test_inference_conv_the_simd_kernel_covers_is_lowered() -> None:
     with lg.settings.override(jit=True):  # the window pass is the JIT's (LAZYGRAPH_JIT=0 skips it)
         on = run()
     fired = {r for r in lg.cache.passes()["rules"] if r.startswith("jit_window:")}
-    assert ("jit_window:conv2d" in fired) == conv_simd.has_avx512(), fired
+    assert ("jit_window:conv2d" in fired) == bool(conv_simd.vector_width()), fired
     with lg.settings.override(optimize=False):
         ref = run()
     np.testing.assert_allclose(on, ref, rtol=1e-4, atol=1e-4)

@@ -8,7 +8,7 @@ hit rebuilds the same step. It runs before library substitution, which would oth
 keep one whole column matrix for the forward and the weight gradient (`share_columns`):
 rebuilding chunks costs less than writing and re-reading it. A convolution without a
 weight gradient (inference) stays with the library pass and its epilogue fusion, unless
-jit/conv_simd.py's AVX-512 kernel covers it (float32, output channels a multiple of 16):
+jit/conv_simd.py's kernel covers it (float32, AVX-512 or AVX2, output channels a multiple of 16 or 8):
 that kernel beats the library's GEMM even with the epilogue left to an elementwise pass.
 
 Each step runs its compiled kernel, or the operator's NumPy kernel where that does not
