@@ -265,12 +265,16 @@ _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *pa
       /* one block of channels at a time: its cotangent columns (M x VW*NV) stay in L1 while
          every window element's pixels stream past them */
       for (int64_t ob = 0; ob < O; ob += VW * NV)
-      for (int kh = 0; kh < KH; kh++)
-        for (int kw = 0; kw < KW; kw++) {
-          const T *xk = xp + (kh * DH * WP + kw * DW) * C;
-          T *Sk = S + (int64_t)(kh * KW + kw) * C * O;
-          for (int64_t c0 = 0; c0 < C; c0 += 6) {
-            const int R = C - c0 < 6 ? (int)(C - c0) : 6;
+      for (int kh = 0; kh < KH; kh++) {
+        /* undilated, a window row is one run of KW*C elements, tiled 6 at a time across its
+           (kw, c) pairs: a single-channel first layer fills whole tiles, not one row of six */
+        const int runs = DW == 1 ? 1 : KW;
+        const int64_t len = DW == 1 ? KW * C : C;
+        for (int q = 0; q < runs; q++) {
+          const T *xk = xp + (kh * DH * WP + q * DW) * C;
+          T *Sk = S + (int64_t)(kh * KW + q) * C * O;
+          for (int64_t c0 = 0; c0 < len; c0 += 6) {
+            const int R = len - c0 < 6 ? (int)(len - c0) : 6;
             {
               T *dst = Sk + c0 * O + ob;
               switch (R) {
@@ -284,6 +288,7 @@ _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *pa
             }
           }
         }
+      }
     }
     free(xp); free(gl);
   }
