@@ -59,11 +59,6 @@ def vector_width() -> int:
     return 8 if {"avx2", "fma"} <= flags else 0
 
 
-def has_avx512() -> bool:
-    """Whether the register tiles are AVX-512's (16 lanes)."""
-    return vector_width() == 16
-
-
 @functools.cache
 def l2_slice() -> int:
     """Bytes of the weight slice one forward tile may stream: half a core's L2 (512 KB if unknown).
