@@ -62,6 +62,18 @@ PROGRAMS = [
 ]
 
 
+#: programs with a transcendental, equal to NumPy within its stated tolerance (docs/reliability.md:
+#: float64 tanh 2 ULP; the kernels' libmvec tanh and NumPy's own AVX2 tanh differ in the last bit)
+ULPS = {"chain": 2}
+
+
+def _same_as_numpy(got: np.ndarray, want: np.ndarray, name: str) -> None:
+    if name in ULPS:
+        np.testing.assert_array_max_ulp(got, want, maxulp=ULPS[name])
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("name,f", PROGRAMS, ids=[p[0] for p in PROGRAMS])
 def test_lean_run_equals_numpy_and_the_general_loop(name, f, monkeypatch):
     xn = np.random.default_rng(1).random((5, 4))
@@ -70,7 +82,7 @@ def test_lean_run_equals_numpy_and_the_general_loop(name, f, monkeypatch):
     seen = _plans(monkeypatch)
     for _ in range(6):  # the first run is metered (learns the layout); later ones go lean
         got = f(lg, lg.asarray(xn), lg.asarray(yn)).numpy()
-        np.testing.assert_array_equal(got, want)
+        _same_as_numpy(got, want, name)
     program, keep, (_, keepq, fkeep, layout, lean) = seen[-1]
     assert layout is not None and lean is not None, name
     # the same graph through the general loop gives the same values
@@ -85,7 +97,7 @@ def test_lean_run_equals_numpy_and_the_general_loop(name, f, monkeypatch):
     fast = program.run_lean(w.nodes, lean)
     q = program.pmap[w.roots[0]]
     np.testing.assert_array_equal(general[q], fast[q])
-    np.testing.assert_array_equal(fast[q], want)
+    _same_as_numpy(fast[q], want, name)
     for fn, *_, i, _pooled in lean:  # forwarding operator kernels are skipped
         kernel = program.steps[i].kernel
         if type(kernel) is programmod.OpKernel and type(kernel.op).kernel in programmod._FORWARDING:
