@@ -105,17 +105,32 @@ def find_compiler() -> tuple[str, str] | None:
     return None
 
 
-def _cpu_arch() -> str:
-    flags = ""
+@functools.cache
+def _cpuinfo_head() -> str:
+    """The first CPU's model name and feature lines of /proc/cpuinfo ("" where it cannot be read)."""
+    head = ""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith(("flags", "model name", "Features")):
-                    flags += line
+                    head += line
                 if line.startswith("flags"):
                     break
     except OSError:
         pass
+    return head
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as /proc/cpuinfo names them (avx2, fma, avx512f, ...); empty if unknown."""
+    for line in _cpuinfo_head().splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def _cpu_arch() -> str:
+    flags = _cpuinfo_head()
     return f"{platform.machine()}-{hashlib.sha256(flags.encode()).hexdigest()[:16]}"
 
 

@@ -34,17 +34,6 @@ from ops.settings import SETTINGS
 Pair = tuple[int, int]
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 @functools.cache
 def vector_width() -> int:
     """float32 lanes of the register tiles built here: 16 (AVX-512F), 8 (AVX2 with FMA) or 0 (none).
@@ -53,7 +42,7 @@ def vector_width() -> int:
     """
     if "-march=native" not in compile_c.flags():
         return 0
-    flags = _cpu_flags()
+    flags = compile_c.cpu_flags()
     if "avx512f" in flags:
         return 16
     return 8 if {"avx2", "fma"} <= flags else 0
