@@ -254,9 +254,12 @@ def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[FusedKer
 
     Leaves are the arrays themselves; a region's values are fresh C-contiguous arrays (so is
     the planner's `out=` buffer), and so are a library call's and a window kernel's, and an
-    operator's when all its array inputs are, unless it makes views. Anything else (views,
-    memo and superoptimizer steps) is unknown, and a region reading an unknown value is left
-    to compile at its launch.
+    operator's when all its array inputs are, unless it makes views. A memo step's value (a
+    folded constant, computed by NumPy's kernels) is taken to be C-contiguous too: it nearly
+    always is, and where it is not, the launch builds its own variant as it would have (one
+    wasted compile in a parallel batch, against a whole compile after the batch when the
+    guess is right). Anything else (views, superoptimizer steps) is unknown, and a region
+    reading an unknown value is left to compile at its launch.
     """
     known: dict[int, Shaped] = {}
     leaf_slots = set()
@@ -284,7 +287,7 @@ def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[FusedKer
                 _contiguous(known[q]) if q in known else q in leaf_slots for q in s.ins
             ):
                 continue
-        elif s.recipe is None or s.recipe.ctor not in _ALLOCATING:
+        elif s.recipe is None or s.recipe.ctor not in _ALLOCATING and s.recipe.ctor != "memo":
             continue
         if s.recover is None:
             node = nodes[s.src]
