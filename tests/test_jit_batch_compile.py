@@ -228,3 +228,33 @@ def test_debug_output_shows_each_kernel_once_and_the_batch(cold, monkeypatch, ca
     err = capsys.readouterr().err
     assert err.count("JIT kernel for cpu") == len(STAGES)  # rendered once each, before the run
     assert f"JIT prefetch: {len(STAGES)} of {len(STAGES)} kernel variants ready, 2 compiler runs" in err
+
+
+@pytest.mark.parametrize("const", ["folded", "view"])
+def test_regions_reading_a_constant_or_a_view_compile_in_the_batch(cold, monkeypatch, const) -> None:
+    """A memo step's value (a folded constant) is planned as C-contiguous, a view of a
+    C-contiguous value with the view's strides: the regions reading them are built with the
+    program's other kernels, none at its launch."""
+    at_launch = []
+    build = kernel.FusedKernel._build
+    monkeypatch.setattr(
+        kernel.FusedKernel, "_build", lambda k, be, key: at_launch.append(k) or build(k, be, key)
+    )
+    a, w = _inputs()
+
+    def prog(xp, a, w):  # noqa: ANN001, ANN202
+        if const == "folded":
+            ws = xp.asarray(w)
+            if xp is lg:
+                lg.mark_static(ws)  # model state: what only it reads is folded into a memo step
+            c = xp.sin(ws) * xp.float32(0.5)
+        else:
+            c = xp.arange(256, dtype=xp.float32).reshape(16, 16)[:, ::-1] * xp.float32(0.01)
+        y = (xp.tanh(xp.asarray(a)) + c) @ w
+        return xp.exp(-y * y) * c - y
+
+    before = _runs()
+    got = prog(lg, a, w).numpy()
+    d = _delta(before)
+    assert at_launch == [] and d["kernels"] == 2, (len(at_launch), d)
+    np.testing.assert_allclose(got, prog(np, a, w), rtol=2e-5, atol=1e-6)

@@ -258,8 +258,9 @@ def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[FusedKer
     folded constant, computed by NumPy's kernels) is taken to be C-contiguous too: it nearly
     always is, and where it is not, the launch builds its own variant as it would have (one
     wasted compile in a parallel batch, against a whole compile after the batch when the
-    guess is right). Anything else (views, superoptimizer steps) is unknown, and a region
-    reading an unknown value is left to compile at its launch.
+    guess is right). A view of a C-contiguous value has the view's strides. Anything else
+    (other views, superoptimizer steps) is unknown, and a region reading an unknown value is
+    left to compile at its launch.
     """
     known: dict[int, Shaped] = {}
     leaf_slots = set()
@@ -280,6 +281,15 @@ def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[FusedKer
             ]
             if all(a is not None for a, (kind, _) in zip(args, spec.arg_of_input) if kind != "scalar"):
                 work.append((k.fused, args))
+        elif isinstance(k, OpKernel) and k.op.kind == "view":
+            # a view of a C-contiguous base has the view's own strides (ops/views.materialize)
+            base = known.get(s.ins[0])
+            if base is not None and _contiguous(base):
+                view = (s.recover(nodes)[0] if s.recover is not None else nodes[s.src].attrs)["view"]
+                item = base.itemsize
+                strides = tuple(st * item for st in view.strides)
+                known[s.outs[0]] = Shaped(tuple(view.shape), strides, item, view.size)
+            continue
         elif isinstance(k, OpKernel):
             # NumPy keeps its inputs' memory order (and views are views): a fresh C-contiguous
             # value only from C-contiguous inputs (a leaf that is not an array is a scalar)
