@@ -21,7 +21,7 @@ from lazygraph.array import (
 from lazygraph.device import place
 from lazygraph.gradmode import GRAD_STATE
 from ops.base import REGISTRY, _weak_sig
-from ops.creation import SCALAR
+from ops.creation import BUFFER, SCALAR
 from ops.node import HOST, Node
 from ops.views import View, contiguous
 
@@ -66,6 +66,12 @@ def _weak(x: Any) -> Any:
     if t is float or t is bool or t is complex:
         return t
     return None
+
+
+#: NumPy's numeric scalar types: an operand of one is a strong-typed 0-d value (NEP 50), recorded
+#: as `as_node` records it (a private read-only 0-d buffer joining the other operand's device)
+#: and memoized like a 0-d array of its dtype, whose promotion it shares
+_NUMPY_SCALARS = frozenset(np.dtype(c).type for c in "?bhilqpBHILQPefdFD")
 
 
 def _remember(cache: dict, key: tuple, result: Array) -> Array:
@@ -149,6 +155,29 @@ def _scalar_leaf(dtype: np.dtype, value: Any) -> Node:
     return node
 
 
+def _numpy_scalar_leaf(value: Any) -> Node:
+    """`as_node(value)` for a NumPy scalar, field by field: a private read-only 0-d copy that
+    joins the device of the array it meets."""
+    arr = np.array(value)
+    arr.setflags(write=False)
+    if not _DIRECT:
+        node = Node(BUFFER, (), {}, (), arr.dtype, arr)
+        node.device = None
+        return node
+    node = _new(Node)
+    node.op = BUFFER
+    node.inputs = ()
+    node.attrs = {}
+    node.shape = ()
+    node.dtype = arr.dtype
+    node.buffer = arr
+    node.users = 0
+    node.requires_grad = node.grad_leaf = node.static = False
+    node.device = None
+    node.kid = node.h = None
+    return node
+
+
 def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
     """The lean recorder of one binary elementwise operator: `f(x, y)` is `record(op, x, y)`.
 
@@ -176,6 +205,7 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
     made = _made
     grad = GRAD_STATE
     f64, i64, small = _F64, _I64, _SMALL_INT
+    numpy_scalars, numpy_leaf = _NUMPY_SCALARS, _numpy_scalar_leaf
 
     def f(x: Any, y: Any) -> Array:
         tx = type(x)
@@ -191,6 +221,9 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
             elif ty is int and 0 <= y <= 127:
                 key = (nx.dtype, nx.shape, small, None)
                 ny = leaf(i64, y)
+            elif ty in numpy_scalars:
+                ny = numpy_leaf(y)
+                key = (nx.dtype, nx.shape, ny.dtype, ())
             else:
                 sig = _weak(y)
                 if sig is None:
@@ -199,11 +232,15 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
                 ny = leaf(_SCALAR_DTYPES[ty], y)
         elif ty in plain:
             ny = y._storage.node if y._view is None else y.node
-            sig = _weak(x)
-            if sig is None:
-                return f(x, y) if _adopt(tx) else record(op, x, y)
-            key = (sig, None, ny.dtype, ny.shape)
-            nx = leaf(_SCALAR_DTYPES[tx], x)
+            if tx in numpy_scalars:
+                nx = numpy_leaf(x)
+                key = (nx.dtype, (), ny.dtype, ny.shape)
+            else:
+                sig = _weak(x)
+                if sig is None:
+                    return f(x, y) if _adopt(tx) else record(op, x, y)
+                key = (sig, None, ny.dtype, ny.shape)
+                nx = leaf(_SCALAR_DTYPES[tx], x)
         else:
             return f(x, y) if _adopt(tx, ty) else record(op, x, y)
         hit = lookup(key)
@@ -322,6 +359,8 @@ def _inplace_sig(arr: Array, op: str, other: Any) -> tuple | None:
     if t in _PLAIN:
         o = other._storage.node if other._view is None else other.node
         return (opdef, node.dtype, node.shape, o.dtype, o.shape)
+    if t in _NUMPY_SCALARS:
+        return (opdef, node.dtype, node.shape, np.dtype(t), ())
     sig = _weak(other)
     return None if sig is None else (opdef, node.dtype, node.shape, sig, None)
 
