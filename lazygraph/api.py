@@ -10,8 +10,9 @@ import sys
 from typing import Any, TextIO
 
 import numpy as np
+from numpy.exceptions import ComplexWarning
 
-from lazygraph import debug
+from lazygraph import debug, txn
 from lazygraph.array import (  # noqa: F401  (check_device: for importers)
     Array,
     check_device,
@@ -129,6 +130,9 @@ def astype(x: Any, dtype: Any, copy: bool = True, device: Any = None) -> Array:
         x = x.to(device)  # a transfer where it lives elsewhere
     if not copy and np.dtype(dtype) == x.dtype:
         return x
+    if x.dtype.kind == "c" and np.dtype(dtype).kind not in "cb":
+        # NumPy's astype warns as it drops the imaginary part (bool takes the truth value)
+        txn.warn_user("Casting complex values to real discards the imaginary part", ComplexWarning)
     return record("astype", x, dtype=dtype)
 
 

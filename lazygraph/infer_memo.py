@@ -49,3 +49,16 @@ def infer(opdef: Any, nodes: tuple[Node, ...], attrs: dict) -> tuple[tuple[int, 
         _MEMO.clear()
     _MEMO[key] = (shape, dtype, dict(out))
     return shape, dtype, out
+
+
+def settled(opdef: Any, nodes: tuple[Node, ...], attrs: dict) -> bool:
+    """Whether this signature's inference is memoized (it raised no warning that must be said again)."""
+    try:
+        key = (
+            opdef,
+            tuple([(n.shape, n.dtype) for n in nodes]),
+            tuple(sorted([(k, type(v), v) for k, v in attrs.items()])),
+        )
+        return key in _MEMO
+    except TypeError:
+        return False

@@ -284,8 +284,11 @@ def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[FusedKer
         elif isinstance(k, OpKernel) and k.op.kind == "view":
             # a view of a C-contiguous base has the view's own strides (ops/views.materialize)
             base = known.get(s.ins[0])
+            # (a background prefetch may find the view's node realized since: a leaf, no view)
+            view = None
             if base is not None and _contiguous(base):
-                view = (s.recover(nodes)[0] if s.recover is not None else nodes[s.src].attrs)["view"]
+                view = (s.recover(nodes)[0] if s.recover is not None else nodes[s.src].attrs).get("view")
+            if view is not None:
                 item = base.itemsize
                 strides = tuple(st * item for st in view.strides)
                 known[s.outs[0]] = Shaped(tuple(view.shape), strides, item, view.size)
