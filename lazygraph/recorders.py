@@ -156,25 +156,13 @@ def _scalar_leaf(dtype: np.dtype, value: Any) -> Node:
 
 
 def _numpy_scalar_leaf(value: Any) -> Node:
-    """`as_node(value)` for a NumPy scalar, field by field: a private read-only 0-d copy that
-    joins the device of the array it meets."""
+    """`as_node(value)` for a NumPy scalar: a private read-only 0-d copy (a buffer leaf, the
+    scalar leaf's fields otherwise) that joins the device of the array it meets."""
     arr = np.array(value)
     arr.setflags(write=False)
-    if not _DIRECT:
-        node = Node(BUFFER, (), {}, (), arr.dtype, arr)
-        node.device = None
-        return node
-    node = _new(Node)
+    node = _scalar_leaf(arr.dtype, arr)
     node.op = BUFFER
-    node.inputs = ()
-    node.attrs = {}
-    node.shape = ()
-    node.dtype = arr.dtype
-    node.buffer = arr
-    node.users = 0
-    node.requires_grad = node.grad_leaf = node.static = False
     node.device = None
-    node.kid = node.h = None
     return node
 
 
