@@ -22,6 +22,7 @@ from lazygraph.array import (  # noqa: F401  (check_device: for importers)
 from lazygraph.engine import evaluate as evaluation
 from lazygraph.recorders import binary_recorder, unary_recorder
 from lazygraph.shape import _arr, moveaxis, ravel
+from ops.base import drops_imaginary
 from ops.elementwise import BINARY, UNARY
 
 UFUNC_NAMES: dict[np.ufunc, str] = {fn: name for name, fn in {**BINARY, **UNARY}.items()}
@@ -130,8 +131,7 @@ def astype(x: Any, dtype: Any, copy: bool = True, device: Any = None) -> Array:
         x = x.to(device)  # a transfer where it lives elsewhere
     if not copy and np.dtype(dtype) == x.dtype:
         return x
-    if x.dtype.kind == "c" and np.dtype(dtype).kind not in "cb":
-        # NumPy's astype warns as it drops the imaginary part (bool takes the truth value)
+    if drops_imaginary(x.dtype, dtype):  # NumPy's astype warns
         txn.warn_user("Casting complex values to real discards the imaginary part", ComplexWarning)
     return record("astype", x, dtype=dtype)
 

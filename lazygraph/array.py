@@ -25,7 +25,7 @@ from lazygraph.engine import evaluate as evaluation
 from lazygraph.engine.attempt import RELEASED
 from lazygraph.gradmode import is_grad_enabled, track
 from lazygraph.indexing import parse_index
-from ops.base import FAST_SIZE, REGISTRY, check_size, fmt_shape
+from ops.base import FAST_SIZE, REGISTRY, check_size, drops_imaginary, fmt_shape
 from ops.creation import BUFFER, SCALAR
 from ops.node import HOST, Node
 from ops.views import View, contiguous, is_identity
@@ -150,13 +150,12 @@ def as_node(x: Any, op: str) -> Node:
 def record(op: str, *operands: Any, **attrs: Any) -> Array:
     """Record `op` applied to operands; shape and dtype are checked now, not at evaluation."""
     opdef = REGISTRY[op]
+    key = None
     if attrs and len(operands) == 1 and type(operands[0]) is Array:
         key, lean = _one_operand(opdef, operands[0], attrs)
         if lean is not None:
             return lean
-        given = attrs
-    else:
-        key = None
+    given = attrs  # (`attrs` becomes the node's, as inference returns them)
     nodes = tuple([as_node(x, op) for x in operands])
     for n in nodes:
         if n.op is not SCALAR:
@@ -505,7 +504,7 @@ class Array:
                 raise type(e)(f"{op}: {e}") from None
         # NumPy stores complex arrays into real ones by dropping the imaginary part, with a
         # warning at the write (bool takes the truth value; a Python complex raised above)
-        discard = vnode.dtype.kind == "c" and base.dtype.kind not in "cb"
+        discard = drops_imaginary(vnode.dtype, base.dtype)
         if discard:
             txn.warn_user("Casting complex values to real discards the imaginary part", ComplexWarning)
         if (

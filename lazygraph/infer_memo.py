@@ -31,8 +31,7 @@ def infer(opdef: Any, nodes: tuple[Node, ...], attrs: dict) -> tuple[tuple[int, 
             return opdef.infer(nodes, attrs)
         sig.append((n.shape, n.dtype))
     try:
-        # the values' types too: 1, 1.0 and True hash alike but may not infer alike
-        key = (opdef, tuple(sig), tuple(sorted([(k, type(v), v) for k, v in attrs.items()])))
+        key = _key(opdef, sig, attrs)
         hit = _MEMO.get(key)
     except TypeError:  # an unhashable attribute (a list, an array, a slice)
         return opdef.infer(nodes, attrs)
@@ -51,14 +50,15 @@ def infer(opdef: Any, nodes: tuple[Node, ...], attrs: dict) -> tuple[tuple[int, 
     return shape, dtype, out
 
 
+def _key(opdef: Any, sig: list | tuple, attrs: dict) -> tuple:
+    """The memo's key (raises TypeError for an unhashable attribute)."""
+    # the values' types too: 1, 1.0 and True hash alike but may not infer alike
+    return (opdef, tuple(sig), tuple(sorted([(k, type(v), v) for k, v in attrs.items()])))
+
+
 def settled(opdef: Any, nodes: tuple[Node, ...], attrs: dict) -> bool:
     """Whether this signature's inference is memoized (it raised no warning that must be said again)."""
     try:
-        key = (
-            opdef,
-            tuple([(n.shape, n.dtype) for n in nodes]),
-            tuple(sorted([(k, type(v), v) for k, v in attrs.items()])),
-        )
-        return key in _MEMO
+        return _key(opdef, [(n.shape, n.dtype) for n in nodes], attrs) in _MEMO
     except TypeError:
         return False

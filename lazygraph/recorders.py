@@ -20,7 +20,7 @@ from lazygraph.array import (
 )
 from lazygraph.device import place
 from lazygraph.gradmode import GRAD_STATE
-from ops.base import REGISTRY, _weak_sig
+from ops.base import REGISTRY, _weak_sig, drops_imaginary
 from ops.creation import BUFFER, SCALAR
 from ops.node import HOST, Node
 from ops.views import View, contiguous
@@ -392,7 +392,7 @@ def _lean_setitem(arr: Array, view: View, value: Any) -> tuple | bool | None:
             # `a[i] += v` of a view wrote through it already: storing it onto itself is NumPy's no-op
             return True
         vnode = value._storage.node if value._view is None else value.node
-        if vnode.device is not base.device or (vnode.dtype.kind == "c" and base.dtype.kind not in "cb"):
+        if vnode.device is not base.device or drops_imaginary(vnode.dtype, base.dtype):
             return None
         key = (base.dtype, base.shape, view.shape, view.strides, vnode.dtype, vnode.shape)
         if key not in writes.PASSED:

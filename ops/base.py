@@ -284,6 +284,12 @@ def _weak_sig(value: Any) -> Any:
     return type(value)
 
 
+def drops_imaginary(src: np.dtype, dst: Any) -> bool:
+    """Whether NumPy's cast from `src` to `dst` keeps only the real part (and warns): complex to
+    anything but complex and bool (bool takes the truth value of the whole number)."""
+    return src.kind == "c" and np.dtype(dst).kind not in "cb"
+
+
 def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: Any) -> np.dtype:
     """Result dtype of `fn` under NumPy's own promotion rules, found on tiny stand-ins.
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ops.base import (
     Op,
+    drops_imaginary,
     dtype_by_example,
     fmt_shape,
     normalize_axis,
@@ -197,7 +198,7 @@ def write_through(
     out: np.ndarray, value: Any, idx: tuple, view: View | None = None, index: Template | None = None
 ) -> np.ndarray:
     """Write `value` into `out` through an assign's view/index (also the engine's in-place path)."""
-    if getattr(value, "dtype", out.dtype).kind == "c" and out.dtype.kind not in "cb":
+    if drops_imaginary(getattr(value, "dtype", out.dtype), out.dtype):
         value = value.real  # as NumPy's cast does; the recording side warned already
     if index is None:
         if view is None:

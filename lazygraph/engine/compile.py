@@ -300,7 +300,7 @@ def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[FusedKer
                 _contiguous(known[q]) if q in known else q in leaf_slots for q in s.ins
             ):
                 continue
-        elif s.recipe is None or s.recipe.ctor not in _ALLOCATING and s.recipe.ctor != "memo":
+        elif s.recipe is None or s.recipe.ctor not in _ALLOCATING:
             continue
         if s.recover is None:
             node = nodes[s.src]
@@ -315,8 +315,9 @@ def region_arguments(program: Program, nodes: list[Node]) -> list[tuple[FusedKer
 
 #: operator kinds whose value may be a view or a write through one
 _NOT_FRESH = frozenset({"movement", "view", "assign", "other"})
-#: step constructors whose value is a fresh C-contiguous array (GEMM, window kernels)
-_ALLOCATING = frozenset({"library", "jit_window"})
+#: step constructors whose value is planned as a fresh C-contiguous array: GEMMs and window
+#: kernels make one, a memo step nearly always (region_arguments)
+_ALLOCATING = frozenset({"library", "jit_window", "memo"})
 
 
 def _contiguous(a: Shaped) -> bool:
