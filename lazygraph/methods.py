@@ -10,7 +10,7 @@ import numpy as np
 from lazygraph import api, fallback, shape
 from lazygraph.array import Array, Scalar, record
 from lazygraph.elements import scalar_inplace
-from lazygraph.recorders import binary_recorder, record_binary, unary_recorder
+from lazygraph.recorders import binary_recorder, record_binary, reflected_recorder, unary_recorder
 
 _BINARY_DUNDERS = {
     "add": "add",
@@ -44,12 +44,7 @@ def _forward(op: str):
 
 
 def _reflected(op: str):
-    forward = binary_recorder(op)
-
-    def method(self: Array, other: Any) -> Array:
-        return forward(other, self)
-
-    return method
+    return reflected_recorder(op)
 
 
 def _inplace(op: str):

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from cache.key import hint_of, kid_of, leaf_hint
-from lazygraph import txn, writes
+from lazygraph import lean_native, txn, writes
 from lazygraph.array import (
     _FALLIBLE,
     _SCALAR_DTYPES,
@@ -261,7 +261,24 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
         return out
 
     f.__name__ = f.__qualname__ = op
-    _BINARY[op] = f
+    f = _BINARY[op] = _native(2, opdef, cache, f)
+    _MEMOS[op] = cache
+    return f
+
+
+def reflected_recorder(op: str) -> Callable[[Any, Any], Array]:
+    """The reflected dunder of a binary operator (`x.__radd__(y)` records `y + x`)."""
+    f = _REFLECTED.get(op)
+    if f is not None:
+        return f
+    forward = binary_recorder(op)
+
+    def method(self: Array, other: Any) -> Array:
+        return forward(other, self)
+
+    method.__name__ = method.__qualname__ = f"r{op}"
+    memo = _MEMOS.get(op)
+    f = _REFLECTED[op] = method if memo is None else _native(2, REGISTRY[op], memo, method, swap=True)
     return f
 
 
@@ -314,13 +331,27 @@ def unary_recorder(op: str) -> Callable[[Any], Array]:
         return out
 
     f.__name__ = f.__qualname__ = op
-    _UNARY[op] = f
+    f = _UNARY[op] = _native(1, opdef, cache, f)
     return f
+
+
+def _native(arity: int, opdef: Any, memo: dict, python: Callable, swap: bool = False) -> Callable:
+    """`python`'s hit path in C (lazygraph/lean_native.py), or `python` where that is not built."""
+    if not _DIRECT:  # the C recorder sets Node's fields by their slots, as `_made` does
+        return python
+    return lean_native.wrap(
+        arity, opdef, memo, python, swap, node=Node, storage=Storage, array=Array, plain=_PLAIN, scalar=SCALAR,
+        grad=GRAD_STATE, hint_of=hint_of, note_origin=txn.note_origin, f64=_F64, i64=_I64,
+        small=_SMALL_INT, host=HOST,
+    )  # fmt: skip
 
 
 #: operator name -> its lean recorder (built on first use)
 _BINARY: dict[str, Callable[[Any, Any], Array]] = {}
 _UNARY: dict[str, Callable[[Any], Array]] = {}
+_REFLECTED: dict[str, Callable[[Any, Any], Array]] = {}
+#: operator name -> the memo its lean binary recorder reads (the reflected dunder's C recorder shares it)
+_MEMOS: dict[str, dict] = {}
 
 
 def record_binary(op: str, x: Any, y: Any) -> Array:

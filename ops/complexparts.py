@@ -29,7 +29,9 @@ def _angle(x: Any) -> Any:
     xp = namespace(x)
     x = xp.asarray(x)
     if x.dtype.kind != "c" and xp is not np:  # NumPy's definition; CuPy's angle(nan) is pi, not nan
-        return xp.arctan2(xp.zeros_like(x, dtype=np.result_type(x.dtype, np.float16)), x)
+        # in NumPy's dtype: arctan2(0, x) with a weak 0 (bool -> float64, int8 -> float16)
+        dt = np.angle(np.zeros((), x.dtype)).dtype
+        return xp.arctan2(xp.zeros_like(x, dtype=dt), x.astype(dt))
     return xp.asarray(np.angle(x))
 
 

@@ -161,6 +161,11 @@ FIELDS: dict[str, Field] = {
         _switch(True),
         "stop OpenBLAS's spinning worker threads before compiled OpenMP kernels (0 leaves them)",
     ),
+    "native_record": Field(
+        "LAZYGRAPH_NATIVE_RECORD",
+        _switch(True),
+        "record common elementwise operators through the C recorder (lazygraph/lean_record.c; 0: Python only)",
+    ),
     "malloc_keep": Field(
         "LAZYGRAPH_MALLOC_KEEP",
         _switch(True),

@@ -1,0 +1,75 @@
+"""The lean recorders' hit path as a C extension (lean_record.c), built by the system compiler.
+
+Recording `a + b` in Python costs about 1.5 us on a slow machine: the recorder's frame, the
+node's, storage's and array's construction, a dozen attribute reads. The C recorder does the
+same work in one call (about 1 us in all, most of it the three objects) for the case the
+Python recorder's memo already answers, and hands everything else to the Python
+recorder, so what gets recorded is decided in one place. Built once per machine, Python and
+compiler (about 0.4 s, at the first import) and kept in the kernel cache beside the JIT's
+launcher and the element extension (jit/extension.py: verified by its SHA-256, imported from
+a private copy). Without a compiler or Python's headers, or with `LAZYGRAPH_NATIVE_RECORD=0`,
+the Python recorders run alone. (A setuptools extension would be built at install time
+instead; building here keeps `pip install` free of a compiler and shares the JIT's toolchain
+and store.)
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from jit import compile_c, extension
+from ops.settings import SETTINGS
+
+MODULE = "_lazygraph_lean"
+STORE_DIR = "lean"  # in the kernel cache, beside the JIT's launcher and the element extension
+SOURCE = Path(__file__).with_name("lean_record.c")
+
+
+@functools.cache
+def module() -> ModuleType | None:
+    """The loaded extension, or None (switched off, no compiler or headers, or it failed: warned)."""
+    if not SETTINGS.native_record:
+        return None
+    try:
+        return extension.load(MODULE, SOURCE.read_text(), STORE_DIR, [], "lean recorder C", None)
+    except ImportError:
+        return None  # no compiler or no Python.h: recording stays in Python, as documented
+    except (compile_c.CompileError, OSError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        warnings.warn(
+            f"lazygraph: the C recorder is unavailable ({first}); recording stays in Python", stacklevel=2
+        )
+        return None
+
+
+def wrap(arity: int, opdef: Any, memo: dict, python: Any, swap: bool = False, **names: Any) -> Any:
+    """The C recorder of one operator with `python` for everything it does not handle, or `python`.
+
+    `swap`: a reflected dunder's (`__radd__(self, other)` records `other + self`)."""
+    m = module()
+    if m is None:
+        return python
+    if not getattr(module, "_ready", False):
+        m.setup(names["node"], names["storage"], names["array"])
+        module._ready = True  # type: ignore[attr-defined]
+    return m.make(
+        arity,
+        swap,
+        opdef,
+        memo,
+        names["plain"],
+        python,
+        names["scalar"],
+        names["grad"],
+        names["hint_of"],
+        names["note_origin"],
+        names["f64"],
+        names["i64"],
+        names["small"],
+        names["host"],
+        float,
+    )

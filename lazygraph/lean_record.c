@@ -1,0 +1,401 @@
+/* The lean recorders' hit path in C (lazygraph/lean_native.py builds and loads it).
+
+   A Python-level recorder costs about 1.5 us an operator on a slow machine, most of it frames
+   and attribute traffic; this does the same work in one C call. It handles only the common
+   case the Python recorder's memo already answers (array operands without a view, or one
+   array and a Python float or an int in 0..127 on either side, a signature remembered, the
+   operands on one device); anything else calls the Python recorder it was built from, which
+   does everything, so the two never disagree on what they record: this one builds the same
+   node, storage and array, field by field, with the same hash. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+/* slot offsets of Node (ops/node.py) and Array (lazygraph/array.py), read from their member
+   descriptors by `setup` */
+enum { N_OP, N_INPUTS, N_ATTRS, N_SHAPE, N_DTYPE, N_BUFFER, N_USERS, N_RG, N_GL, N_STATIC,
+       N_DEVICE, N_KID, N_H, N_COUNT };
+static const char *node_fields[N_COUNT] = {"op", "inputs", "attrs", "shape", "dtype", "buffer",
+    "users", "requires_grad", "grad_leaf", "static", "device", "kid", "h"};
+enum { A_STORAGE, A_VIEW, A_READONLY, A_VNODE, A_VBASE, A_COUNT };
+static const char *array_fields[A_COUNT] = {"_storage", "_view", "_readonly", "_vnode", "_vbase"};
+
+static Py_ssize_t noff[N_COUNT], aoff[A_COUNT];
+static PyTypeObject *node_type, *storage_type, *array_type;
+static PyObject *str_node, *str_enabled, *one, *zero, *empty;
+static int ready;
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+static void set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
+    Py_INCREF(v);
+    PyObject *old = SLOT(o, off);
+    SLOT(o, off) = v;
+    Py_XDECREF(old);
+}
+
+static int offsets(PyTypeObject *t, const char **names, Py_ssize_t *out, int n) {
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyDict_GetItemString(t->tp_dict, names[i]);
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", t->tp_name, names[i]);
+            return -1;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", t->tp_name, names[i]);
+            return -1;
+        }
+        out[i] = m->offset;
+    }
+    return 0;
+}
+
+static PyObject *setup(PyObject *self, PyObject *args) {
+    PyObject *n, *s, *a;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &n, &PyType_Type, &s, &PyType_Type, &a))
+        return NULL;
+    if (offsets((PyTypeObject *)n, node_fields, noff, N_COUNT) < 0) return NULL;
+    if (offsets((PyTypeObject *)a, array_fields, aoff, A_COUNT) < 0) return NULL;
+    Py_INCREF(n); Py_INCREF(s); Py_INCREF(a);
+    node_type = (PyTypeObject *)n;
+    storage_type = (PyTypeObject *)s;
+    array_type = (PyTypeObject *)a;
+    ready = 1;
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int arity, swap;
+    Py_ssize_t handled, passed; /* recordings done here, and handed to the Python recorder */
+    PyObject *opdef, *cache, *plain, *fallback, *scalar_op, *grad, *hint_of, *note_origin;
+    PyObject *f64, *i64, *small, *host, *float_type;
+} Recorder;
+
+/* a new Node, every field set as recorders._made / _scalar_leaf set them */
+static PyObject *new_node(PyObject *op, PyObject *inputs, PyObject *shape, PyObject *dtype,
+                          PyObject *buffer, PyObject *users, PyObject *rg, PyObject *gl,
+                          PyObject *device, PyObject *kid, PyObject *h) {
+    PyObject *node = node_type->tp_alloc(node_type, 0);
+    if (node == NULL) return NULL;
+    PyObject *attrs = PyDict_New();
+    if (attrs == NULL) { Py_DECREF(node); return NULL; }
+    set_slot(node, noff[N_OP], op);
+    set_slot(node, noff[N_INPUTS], inputs);
+    SLOT(node, noff[N_ATTRS]) = attrs;
+    set_slot(node, noff[N_SHAPE], shape);
+    set_slot(node, noff[N_DTYPE], dtype);
+    set_slot(node, noff[N_BUFFER], buffer);
+    set_slot(node, noff[N_USERS], users);
+    set_slot(node, noff[N_RG], rg);
+    set_slot(node, noff[N_GL], gl);
+    set_slot(node, noff[N_STATIC], Py_False);
+    set_slot(node, noff[N_DEVICE], device);
+    set_slot(node, noff[N_KID], kid);
+    set_slot(node, noff[N_H], h);
+    return node;
+}
+
+/* Array(Storage(node)) as recorders._made builds it */
+static PyObject *new_array(PyObject *node) {
+    PyObject *storage = storage_type->tp_alloc(storage_type, 0);
+    if (storage == NULL) return NULL;
+    if (PyObject_SetAttr(storage, str_node, node) < 0) { Py_DECREF(storage); return NULL; }
+    PyObject *arr = array_type->tp_alloc(array_type, 0);
+    if (arr == NULL) { Py_DECREF(storage); return NULL; }
+    SLOT(arr, aoff[A_STORAGE]) = storage;
+    set_slot(arr, aoff[A_VIEW], Py_None);
+    set_slot(arr, aoff[A_VNODE], Py_None);
+    set_slot(arr, aoff[A_VBASE], Py_None);
+    set_slot(arr, aoff[A_READONLY], Py_False);
+    return arr;
+}
+
+/* the node of a plain array operand without a view (a new reference), or NULL (no error) */
+static PyObject *plain_node(Recorder *r, PyObject *x) {
+    int plain = PySet_Contains(r->plain, (PyObject *)Py_TYPE(x));
+    if (plain <= 0) { PyErr_Clear(); return NULL; }
+    PyObject *view = SLOT(x, aoff[A_VIEW]), *st = SLOT(x, aoff[A_STORAGE]);
+    if (view != Py_None || st == NULL) return NULL;
+    PyObject *node = PyObject_GetAttr(st, str_node);
+    if (node == NULL) { PyErr_Clear(); return NULL; }
+    if (!Py_IS_TYPE(node, node_type) || SLOT(node, noff[N_DTYPE]) == NULL ||
+        SLOT(node, noff[N_SHAPE]) == NULL || SLOT(node, noff[N_DEVICE]) == NULL) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    return node;
+}
+
+/* the node's structural hint: its `h`, else cache.key.hint_of(node) (a new reference) */
+static PyObject *hint(Recorder *r, PyObject *memo, PyObject *node) {
+    if (memo != Py_None) { Py_INCREF(memo); return memo; }
+    PyObject *h = SLOT(node, noff[N_H]);
+    if (h != NULL && h != Py_None) { Py_INCREF(h); return h; }
+    return PyObject_CallOneArg(r->hint_of, node);
+}
+
+static PyObject *fall(Recorder *r, PyObject *const *args, size_t nargs) {
+    r->passed++;
+    return PyObject_Vectorcall(r->fallback, args, nargs, NULL);
+}
+
+/* gradmode.track: (requires_grad, grad_leaf) of a differentiable result */
+static int track(Recorder *r, PyObject *fc, PyObject *nx, PyObject *ny, PyObject **rg, PyObject **gl) {
+    *rg = *gl = Py_False;
+    if (fc != Py_True) return 0;
+    PyObject *en = PyObject_GetAttr(r->grad, str_enabled);
+    if (en == NULL) return -1;
+    int on = PyObject_IsTrue(en);
+    Py_DECREF(en);
+    if (on < 0) return -1;
+    if (!on) { *gl = Py_True; return 0; }
+    PyObject *a = SLOT(nx, noff[N_RG]);
+    if (a != NULL && a == Py_True) { *rg = Py_True; return 0; }
+    if (ny != NULL) {
+        PyObject *b = SLOT(ny, noff[N_RG]);
+        if (b != NULL && b == Py_True) *rg = Py_True;
+    }
+    return 0;
+}
+
+static PyObject *finish(Recorder *r, PyObject *node) {
+    if (node == NULL) return NULL;
+    r->handled++;
+    PyObject *arr = new_array(node);
+    Py_DECREF(node);
+    return arr;
+}
+
+/* One operand of a binary recorder: its node (a new reference; a Python scalar's private leaf)
+   and its two memo-key parts (borrowed). 1: done; 0: not handled here (nothing to undo); -1:
+   an error. `*scalar` says whether it is a Python scalar. */
+static int operand(Recorder *r, PyObject *v, PyObject **node, PyObject **k0, PyObject **k1, int *scalar) {
+    PyTypeObject *t = Py_TYPE(v);
+    *scalar = t == &PyFloat_Type || t == &PyLong_Type;
+    if (*scalar) {
+        PyObject *dtype = r->f64, *sig = r->float_type;
+        if (t == &PyLong_Type) {
+            int overflow;
+            long i = PyLong_AsLongAndOverflow(v, &overflow);
+            if (overflow || i < 0 || i > 127) return 0; /* other ints: Python's `_weak_sig` */
+            dtype = r->i64;
+            sig = r->small;
+        }
+        *node = new_node(r->scalar_op, empty, empty, dtype, v, zero, Py_False, Py_False, r->host,
+                         Py_None, Py_None);
+        *k0 = sig;
+        *k1 = Py_None;
+        return *node == NULL ? -1 : 1;
+    }
+    *node = plain_node(r, v);
+    if (*node == NULL) return 0;
+    *k0 = SLOT(*node, noff[N_DTYPE]);
+    *k1 = SLOT(*node, noff[N_SHAPE]);
+    return 1;
+}
+
+static PyObject *binary_call(Recorder *r, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    size_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 2 || kw != NULL) { r->passed++; return PyObject_Vectorcall(r->fallback, args, nargsf, kw); }
+    /* a reflected dunder (`__radd__(self, other)`) records `other + self` */
+    PyObject *x = args[r->swap], *y = args[1 - r->swap];
+    PyObject *nx = NULL, *ny = NULL, *key = NULL, *out = NULL, *kx0, *kx1, *ky0, *ky1;
+    int sx, sy;
+    int ok = operand(r, x, &nx, &kx0, &kx1, &sx);
+    if (ok == 1) ok = operand(r, y, &ny, &ky0, &ky1, &sy);
+    if (ok == 1 && sx && sy) ok = 0; /* two Python scalars: `record` */
+    if (ok <= 0) {
+        Py_XDECREF(nx);
+        Py_XDECREF(ny);
+        return ok == 0 ? fall(r, args, 2) : NULL;
+    }
+    key = PyTuple_Pack(4, kx0, kx1, ky0, ky1);
+    if (key == NULL) goto done;
+    PyObject *hit = PyDict_GetItemWithError(r->cache, key); /* borrowed */
+    if (hit == NULL) {
+        if (!PyErr_Occurred()) out = fall(r, args, 2);
+        goto done;
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 7) { out = fall(r, args, 2); goto done; }
+    Py_INCREF(hit);
+    PyObject *device = SLOT(nx, noff[N_DEVICE]);
+    PyObject *dy = SLOT(ny, noff[N_DEVICE]);
+    if (SLOT(nx, noff[N_OP]) == r->scalar_op && SLOT(ny, noff[N_OP]) == r->scalar_op) {
+        device = Py_None;
+    } else if (device != dy) { /* a scalar or NumPy operand joins; two devices raise: Python's */
+        Py_DECREF(hit);
+        out = fall(r, args, 2);
+        goto done;
+    }
+    PyObject *rg, *gl;
+    PyObject *hx = NULL, *hy = NULL, *parts = NULL, *inputs = NULL, *hobj = NULL;
+    if (track(r, PyTuple_GET_ITEM(hit, 2), nx, ny, &rg, &gl) < 0) goto fail;
+    hx = hint(r, PyTuple_GET_ITEM(hit, 5), nx);
+    if (hx == NULL) goto fail;
+    hy = hint(r, PyTuple_GET_ITEM(hit, 6), ny);
+    if (hy == NULL) goto fail;
+    PyObject *kid = PyTuple_GET_ITEM(hit, 4);
+    parts = PyTuple_Pack(3, kid, hx, hy);
+    if (parts == NULL) goto fail;
+    Py_hash_t h = PyObject_Hash(parts);
+    if (h == -1) goto fail;
+    hobj = PyLong_FromSsize_t(h);
+    inputs = PyTuple_Pack(2, nx, ny);
+    if (hobj == NULL || inputs == NULL) goto fail;
+    PyObject *node = new_node(r->opdef, inputs, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1),
+                              Py_None, one, rg, gl, device, kid, hobj);
+    if (node != NULL && PyObject_IsTrue(PyTuple_GET_ITEM(hit, 3))) {
+        PyObject *res = PyObject_CallOneArg(r->note_origin, node);
+        if (res == NULL) Py_CLEAR(node);
+        Py_XDECREF(res);
+    }
+    out = finish(r, node);
+fail:
+    Py_XDECREF(hx); Py_XDECREF(hy); Py_XDECREF(parts); Py_XDECREF(inputs); Py_XDECREF(hobj);
+    Py_DECREF(hit);
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(ny);
+    Py_DECREF(nx);
+    return out;
+}
+
+static PyObject *unary_call(Recorder *r, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    size_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || kw != NULL) { r->passed++; return PyObject_Vectorcall(r->fallback, args, nargsf, kw); }
+    PyObject *nx = plain_node(r, args[0]);
+    if (nx == NULL) return fall(r, args, 1);
+    PyObject *out = NULL, *hx = NULL, *parts = NULL, *inputs = NULL, *hobj = NULL;
+    PyObject *key = PyTuple_Pack(2, SLOT(nx, noff[N_DTYPE]), SLOT(nx, noff[N_SHAPE]));
+    if (key == NULL) goto done;
+    PyObject *hit = PyDict_GetItemWithError(r->cache, key);
+    if (hit == NULL || !PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 6) {
+        if (!PyErr_Occurred()) out = fall(r, args, 1);
+        goto done;
+    }
+    Py_INCREF(hit);
+    PyObject *rg, *gl;
+    if (track(r, PyTuple_GET_ITEM(hit, 2), nx, NULL, &rg, &gl) < 0) goto fail;
+    hx = hint(r, Py_None, nx);
+    if (hx == NULL) goto fail;
+    PyObject *kid = PyTuple_GET_ITEM(hit, 4);
+    parts = PyTuple_Pack(2, kid, hx);
+    if (parts == NULL) goto fail;
+    Py_hash_t h = PyObject_Hash(parts);
+    if (h == -1) goto fail;
+    hobj = PyLong_FromSsize_t(h);
+    inputs = PyTuple_Pack(1, nx);
+    if (hobj == NULL || inputs == NULL) goto fail;
+    PyObject *node = new_node(r->opdef, inputs, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1),
+                              Py_None, one, rg, gl, SLOT(nx, noff[N_DEVICE]), kid, hobj);
+    if (node != NULL && PyObject_IsTrue(PyTuple_GET_ITEM(hit, 3))) {
+        PyObject *res = PyObject_CallOneArg(r->note_origin, node);
+        if (res == NULL) Py_CLEAR(node);
+        Py_XDECREF(res);
+    }
+    out = finish(r, node);
+fail:
+    Py_XDECREF(hx); Py_XDECREF(parts); Py_XDECREF(inputs); Py_XDECREF(hobj);
+    Py_DECREF(hit);
+done:
+    Py_XDECREF(key);
+    Py_DECREF(nx);
+    return out;
+}
+
+static PyObject *recorder_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
+    Recorder *r = (Recorder *)self;
+    return r->arity == 2 ? binary_call(r, args, nargsf, kw) : unary_call(r, args, nargsf, kw);
+}
+
+static void recorder_dealloc(PyObject *self) {
+    Recorder *r = (Recorder *)self;
+    Py_XDECREF(r->opdef); Py_XDECREF(r->cache); Py_XDECREF(r->plain); Py_XDECREF(r->fallback);
+    Py_XDECREF(r->scalar_op); Py_XDECREF(r->grad); Py_XDECREF(r->hint_of);
+    Py_XDECREF(r->note_origin); Py_XDECREF(r->f64); Py_XDECREF(r->i64); Py_XDECREF(r->small);
+    Py_XDECREF(r->host); Py_XDECREF(r->float_type);
+    Py_TYPE(self)->tp_free(self);
+}
+
+/* a method when installed on a class (`a.__add__` binds as a function would) */
+static PyObject *recorder_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) { Py_INCREF(self); return self; }
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *recorder_getattro(PyObject *self, PyObject *name) {
+    /* __name__, __qualname__, __doc__, __wrapped__ ...: the Python recorder's */
+    PyObject *v = PyObject_GenericGetAttr(self, name);
+    if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) return v;
+    PyErr_Clear();
+    return PyObject_GetAttr(((Recorder *)self)->fallback, name);
+}
+
+static PyMemberDef recorder_members[] = {
+    {"python", T_OBJECT, offsetof(Recorder, fallback), READONLY, "the Python recorder it calls otherwise"},
+    {"handled", T_PYSSIZET, offsetof(Recorder, handled), READONLY, "recordings made here"},
+    {"passed", T_PYSSIZET, offsetof(Recorder, passed), READONLY, "recordings handed to the Python recorder"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject RecorderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_lazygraph_lean.Recorder",
+    .tp_basicsize = sizeof(Recorder),
+    .tp_dealloc = recorder_dealloc,
+    .tp_vectorcall_offset = offsetof(Recorder, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = recorder_getattro,
+    .tp_descr_get = recorder_get,
+    .tp_members = recorder_members,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "A lean recorder's hit path in C; anything else goes to the Python recorder.",
+};
+
+static PyObject *make(PyObject *self, PyObject *args) {
+    int arity, swap;
+    PyObject *o[13];
+    if (!PyArg_ParseTuple(args, "iiOOOOOOOOOOOOO", &arity, &swap, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12]))
+        return NULL;
+    if (!ready) { PyErr_SetString(PyExc_RuntimeError, "setup() first"); return NULL; }
+    if (!PyDict_CheckExact(o[1]) || !PyAnySet_Check(o[2])) {
+        PyErr_SetString(PyExc_TypeError, "the memo must be a dict and the plain types a set");
+        return NULL;
+    }
+    Recorder *r = PyObject_New(Recorder, &RecorderType);
+    if (r == NULL) return NULL;
+    r->vectorcall = recorder_call;
+    r->handled = r->passed = 0;
+    r->arity = arity;
+    r->swap = swap != 0;
+    PyObject **f[13] = {&r->opdef, &r->cache, &r->plain, &r->fallback, &r->scalar_op, &r->grad,
+                        &r->hint_of, &r->note_origin, &r->f64, &r->i64, &r->small, &r->host,
+                        &r->float_type};
+    for (int i = 0; i < 13; i++) { Py_INCREF(o[i]); *f[i] = o[i]; }
+    return (PyObject *)r;
+}
+
+static PyMethodDef methods[] = {
+    {"setup", setup, METH_VARARGS, "setup(Node, Storage, Array): read the classes' slot offsets."},
+    {"make", make, METH_VARARGS, "make(arity, swap, opdef, memo, plain, fallback, SCALAR, grad, hint_of, "
+     "note_origin, f64, i64, small-int signature, HOST, float): a recorder."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lazygraph_lean", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__lazygraph_lean(void) {
+    if (PyType_Ready(&RecorderType) < 0) return NULL;
+    str_node = PyUnicode_InternFromString("node");
+    str_enabled = PyUnicode_InternFromString("enabled");
+    one = PyLong_FromLong(1);
+    zero = PyLong_FromLong(0);
+    empty = PyTuple_New(0);
+    if (str_node == NULL || str_enabled == NULL || one == NULL || zero == NULL || empty == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}
