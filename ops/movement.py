@@ -11,6 +11,7 @@ still see the old value. The index template used by gathers and writes is data:
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -253,7 +254,7 @@ def resolve_shape(op: str, shape: Any, size: int) -> tuple[int, ...]:
     unknown = [i for i, d in enumerate(shape) if d == -1]
     if len(unknown) > 1 or any(d < -1 for d in shape):
         raise ValueError(f"{op}: invalid shape {shape}: at most one -1 and no other negative sizes")
-    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    known = prod(d for d in shape if d != -1)  # exact (NumPy's int64 product could wrap)
     if unknown:
         if known == 0 or size % known:
             raise ValueError(f"{op}: cannot reshape array of size {size} into shape {shape}")

@@ -89,33 +89,45 @@ def limit_bytes() -> int:
     return max(1, int(mb * 2**20))
 
 
-def tag_files(base: Path, packages: Iterable[str] = TAG_PACKAGES) -> list[Path]:
-    """The files the version tag covers, in a fixed order."""
+def _tag_names(base: Path, packages: Iterable[str]) -> list[str]:
+    """The tagged files' paths relative to `base` (posix), in a fixed order (os.walk: pathlib's
+    rglob and relative_to took 10 ms of a process's first evaluation for 221 files)."""
     out = []
     for pkg in packages:
-        d = base / pkg
-        for f in sorted(d.rglob("*")):
-            rel = f.relative_to(base).parts
-            if f.suffix not in TAG_SUFFIXES or "__pycache__" in rel or not f.is_file():
-                continue
-            if any(rel[: len(s)] == s for s in TAG_SKIP):
-                continue
-            out.append(f)
+        names = []
+        for d, dirs, files in os.walk(base / pkg):
+            rel = os.path.relpath(d, base).replace(os.sep, "/")
+            parts = tuple(rel.split("/"))
+            dirs[:] = [x for x in dirs if x != "__pycache__" and (*parts, x) not in TAG_SKIP]
+            names += [f"{rel}/{f}" for f in files if f.endswith(TAG_SUFFIXES)]
+        out += sorted(names)  # (a file that cannot be read is tagged as such)
     return out
 
 
+def tag_files(base: Path, packages: Iterable[str] = TAG_PACKAGES) -> list[Path]:
+    """The files the version tag covers, in a fixed order."""
+    return [base / n for n in _tag_names(base, packages)]
+
+
 def version_tag(parts: Iterable[str], base: Path | None = None) -> str:
-    """A tag that changes with the library: version strings plus every file that shapes a plan."""
+    """A tag that changes with the library: version strings plus every file that shapes a plan.
+
+    One BLAKE2b stream over every file's name, length and bytes (3.5 MB: 25 -> 8 ms of a
+    process's first evaluation against a SHA-256 per file); a tag, not a signature.
+    """
     base = Path(__file__).resolve().parent.parent if base is None else base
-    h = hashlib.sha256(b"lazygraph store tag 2\n")
+    h = hashlib.blake2b(b"lazygraph store tag 3\n", digest_size=16)
     for p in parts:
         h.update(p.encode() + b"\n")
-    for f in tag_files(base):
-        h.update(str(f.relative_to(base).as_posix()).encode() + b"\0")
+    for name in _tag_names(base, TAG_PACKAGES):
         try:
-            h.update(hashlib.sha256(f.read_bytes()).digest())
+            with open(base / name, "rb") as f:
+                data = f.read()
         except OSError:
-            h.update(b"unreadable")
+            data = None
+        h.update(f"{name}\0{-1 if data is None else len(data)}\0".encode())
+        if data is not None:
+            h.update(data)
     return h.hexdigest()[:16]
 
 

@@ -115,13 +115,29 @@ def flip_view(view: View, axes: tuple[int, ...]) -> View:
     return View(view.shape, tuple(strides), offset)
 
 
+#: (view, shape) -> what `reshape_view` answers: a loop reshapes the same views again and again
+_RESHAPES: dict[tuple, View | None] = {}
+_RESHAPES_LIMIT = 4096
+
+
 def reshape_view(view: View, shape: Shape) -> View | None:
     """The view NumPy's reshape gives without copying, or None when a copy is needed.
 
     Follows NumPy's no-copy reshape: unit dimensions are dropped, then each group of old
     dimensions that multiplies to a group of new ones must be contiguous within itself.
+    Memoized per (view, shape): views are immutable, and the walk costs microseconds.
     """
-    shape = tuple(shape)
+    key = (view, shape := tuple(shape))
+    found = _RESHAPES.get(key, key)
+    if found is not key:
+        return found
+    if len(_RESHAPES) >= _RESHAPES_LIMIT:
+        _RESHAPES.clear()
+    found = _RESHAPES[key] = _reshape_view(view, shape)
+    return found
+
+
+def _reshape_view(view: View, shape: tuple[int, ...]) -> View | None:
     if view.size == 0:
         return View(shape, c_strides(shape), view.offset)
     old = [(d, s) for d, s in zip(view.shape, view.strides) if d != 1]
