@@ -169,6 +169,26 @@ static PyObject *finish(Recorder *r, PyObject *node) {
     return arr;
 }
 
+/* The recorded array: a node of the memo hit's shape, dtype and local id over `inputs`, whose
+   hint is hash(parts) as cache/key.py hashes it, with its gradient marks; a node whose kernel
+   can fail remembers the user's line (txn.note_origin). */
+static PyObject *result(Recorder *r, PyObject *hit, PyObject *parts, PyObject *inputs, PyObject *rg,
+                        PyObject *gl, PyObject *device) {
+    Py_hash_t h = PyObject_Hash(parts);
+    if (h == -1) return NULL;
+    PyObject *hobj = PyLong_FromSsize_t(h);
+    if (hobj == NULL) return NULL;
+    PyObject *node = new_node(r->opdef, inputs, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1),
+                              Py_None, one, rg, gl, device, PyTuple_GET_ITEM(hit, 4), hobj);
+    Py_DECREF(hobj);
+    if (node != NULL && PyObject_IsTrue(PyTuple_GET_ITEM(hit, 3))) {
+        PyObject *res = PyObject_CallOneArg(r->note_origin, node);
+        if (res == NULL) Py_CLEAR(node);
+        Py_XDECREF(res);
+    }
+    return finish(r, node);
+}
+
 /* One operand of a binary recorder: its node (a new reference; a Python scalar's private leaf)
    and its two memo-key parts (borrowed). 1: done; 0: not handled here (nothing to undo); -1:
    an error. `*scalar` says whether it is a Python scalar. */
@@ -231,30 +251,17 @@ static PyObject *binary_call(Recorder *r, PyObject *const *args, size_t nargsf, 
         goto done;
     }
     PyObject *rg, *gl;
-    PyObject *hx = NULL, *hy = NULL, *parts = NULL, *inputs = NULL, *hobj = NULL;
+    PyObject *hx = NULL, *hy = NULL, *parts = NULL, *inputs = NULL;
     if (track(r, PyTuple_GET_ITEM(hit, 2), nx, ny, &rg, &gl) < 0) goto fail;
     hx = hint(r, PyTuple_GET_ITEM(hit, 5), nx);
     if (hx == NULL) goto fail;
     hy = hint(r, PyTuple_GET_ITEM(hit, 6), ny);
     if (hy == NULL) goto fail;
-    PyObject *kid = PyTuple_GET_ITEM(hit, 4);
-    parts = PyTuple_Pack(3, kid, hx, hy);
-    if (parts == NULL) goto fail;
-    Py_hash_t h = PyObject_Hash(parts);
-    if (h == -1) goto fail;
-    hobj = PyLong_FromSsize_t(h);
+    parts = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 4), hx, hy);
     inputs = PyTuple_Pack(2, nx, ny);
-    if (hobj == NULL || inputs == NULL) goto fail;
-    PyObject *node = new_node(r->opdef, inputs, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1),
-                              Py_None, one, rg, gl, device, kid, hobj);
-    if (node != NULL && PyObject_IsTrue(PyTuple_GET_ITEM(hit, 3))) {
-        PyObject *res = PyObject_CallOneArg(r->note_origin, node);
-        if (res == NULL) Py_CLEAR(node);
-        Py_XDECREF(res);
-    }
-    out = finish(r, node);
+    if (parts != NULL && inputs != NULL) out = result(r, hit, parts, inputs, rg, gl, device);
 fail:
-    Py_XDECREF(hx); Py_XDECREF(hy); Py_XDECREF(parts); Py_XDECREF(inputs); Py_XDECREF(hobj);
+    Py_XDECREF(hx); Py_XDECREF(hy); Py_XDECREF(parts); Py_XDECREF(inputs);
     Py_DECREF(hit);
 done:
     Py_XDECREF(key);
@@ -268,7 +275,7 @@ static PyObject *unary_call(Recorder *r, PyObject *const *args, size_t nargsf, P
     if (nargs != 1 || kw != NULL) { r->passed++; return PyObject_Vectorcall(r->fallback, args, nargsf, kw); }
     PyObject *nx = plain_node(r, args[0]);
     if (nx == NULL) return fall(r, args, 1);
-    PyObject *out = NULL, *hx = NULL, *parts = NULL, *inputs = NULL, *hobj = NULL;
+    PyObject *out = NULL, *hx = NULL, *parts = NULL, *inputs = NULL;
     PyObject *key = PyTuple_Pack(2, SLOT(nx, noff[N_DTYPE]), SLOT(nx, noff[N_SHAPE]));
     if (key == NULL) goto done;
     PyObject *hit = PyDict_GetItemWithError(r->cache, key);
@@ -281,24 +288,12 @@ static PyObject *unary_call(Recorder *r, PyObject *const *args, size_t nargsf, P
     if (track(r, PyTuple_GET_ITEM(hit, 2), nx, NULL, &rg, &gl) < 0) goto fail;
     hx = hint(r, Py_None, nx);
     if (hx == NULL) goto fail;
-    PyObject *kid = PyTuple_GET_ITEM(hit, 4);
-    parts = PyTuple_Pack(2, kid, hx);
-    if (parts == NULL) goto fail;
-    Py_hash_t h = PyObject_Hash(parts);
-    if (h == -1) goto fail;
-    hobj = PyLong_FromSsize_t(h);
+    parts = PyTuple_Pack(2, PyTuple_GET_ITEM(hit, 4), hx);
     inputs = PyTuple_Pack(1, nx);
-    if (hobj == NULL || inputs == NULL) goto fail;
-    PyObject *node = new_node(r->opdef, inputs, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1),
-                              Py_None, one, rg, gl, SLOT(nx, noff[N_DEVICE]), kid, hobj);
-    if (node != NULL && PyObject_IsTrue(PyTuple_GET_ITEM(hit, 3))) {
-        PyObject *res = PyObject_CallOneArg(r->note_origin, node);
-        if (res == NULL) Py_CLEAR(node);
-        Py_XDECREF(res);
-    }
-    out = finish(r, node);
+    if (parts != NULL && inputs != NULL)
+        out = result(r, hit, parts, inputs, rg, gl, SLOT(nx, noff[N_DEVICE]));
 fail:
-    Py_XDECREF(hx); Py_XDECREF(parts); Py_XDECREF(inputs); Py_XDECREF(hobj);
+    Py_XDECREF(hx); Py_XDECREF(parts); Py_XDECREF(inputs);
     Py_DECREF(hit);
 done:
     Py_XDECREF(key);
