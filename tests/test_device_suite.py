@@ -19,6 +19,7 @@ import lazygraph as lg
 import lazygraph.nn.functional as F
 from jit import kernel
 from jit.backend import cuda_emulated
+from ops.settings import SETTINGS
 
 EMU = "cuda-emulated"
 needs_cxx = pytest.mark.skipif(cuda_emulated.toolchain() is None, reason="needs a C++ compiler")
@@ -152,13 +153,14 @@ def test_writes_and_views_of_evaluated_values(dev: str, a: np.ndarray, i: int) -
     np.testing.assert_array_equal(row.numpy(), want[r])
 
 
-def _new_device_kernels(dev: str, before: set[int]) -> int:
-    """How many fused kernels made since `before` have a variant built for `dev`."""
-    return sum(
-        1
-        for k in list(kernel._kernels.values())
-        if id(k) not in before and any(key[0] == dev for key in list(k.variants))
-    )
+def _steps_run(capsys: pytest.CaptureFixture) -> list[str]:
+    """The steps the evaluations since the last read ran, from the LAZYGRAPH_DEBUG=2 trace.
+
+    (Counting the fused kernels made during a test depended on the order tests ran in: a
+    kernel an earlier test built for the same region is reused, not made again.)
+    """
+    lines = capsys.readouterr().err.splitlines()
+    return [x for x in lines if x.startswith("[lazygraph]   ") and x.endswith(" us") and "pass " not in x]
 
 
 FUSED = {
@@ -175,14 +177,20 @@ GPU_DEVICES = [pytest.param(EMU, marks=needs_cxx), pytest.param("cuda", marks=py
 # the CPU's fused-kernel count is in tests/test_jit_kernels.py
 @pytest.mark.parametrize("name", sorted(FUSED))
 @pytest.mark.parametrize("gpu", GPU_DEVICES)
-def test_nn_patterns_fuse_into_one_kernel_on_the_device(gpu: str, name: str) -> None:
+def test_nn_patterns_fuse_into_one_kernel_on_the_device(
+    gpu: str, name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     dev = gpu
     a = np.random.default_rng(len(name)).standard_normal((5, 37 + len(name)))
-    before = {id(k) for k in list(kernel._kernels.values())}
+    monkeypatch.setattr(SETTINGS, "debug", 2)
+    capsys.readouterr()
     got = FUSED[name](lg.asarray(a, device=dev)).numpy()
+    steps = _steps_run(capsys)
+    monkeypatch.setattr(SETTINGS, "debug", 0)
     want = FUSED[name](lg.asarray(a)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-    assert _new_device_kernels(dev, before) == 1
+    assert len(steps) == 1 and "jit_region[" in steps[0], steps
+    assert any(key[0] == dev for k in list(kernel._kernels.values()) for key in list(k.variants))
 
 
 def test_cache_cold_then_warm(dev: str) -> None:
