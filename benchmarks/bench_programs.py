@@ -10,7 +10,8 @@ directory: every new structure's optimization is time-boxed; the rest of it and 
 compiles go on in the background) and its warm time: the median of the repeats, alternating
 with NumPy's, once the background is idle (warm-up calls run until one starts no background
 work; the time waited for it is the `bg ms` column). The peers run the very same code: JAX as `jax.numpy` (eager, float64 enabled, so dtypes
-match NumPy's) and MLX as `mlx.core` on the CPU. Every result is compared with NumPy's
+match NumPy's) and MLX as `mlx.core` on the CPU, after every NumPy and lazygraph measurement
+(their worker threads slowed the next call, whoever made it). Every result is compared with NumPy's
 (programs/harness.py) before its time is shown (a peer's dtype may differ from NumPy's where
 its promotion rules do: its values are then compared at the less precise dtype's tolerance,
 integers exactly); a peer that raises (JAX arrays are
@@ -228,7 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"programs: {len(names)}, size {size}, {repeats} repeats, times in ms (median; first call apart)")
     rows = []
     for name in names:
-        row = Row(programs.run_program(name, size, repeats, budget, limit))
+        rows.append(Row(programs.run_program(name, size, repeats, budget, limit)))
+        print(f"  {name}: {rows[-1].base.status}", file=sys.stderr, flush=True)
+    # the peers run after every NumPy and lazygraph measurement: a peer's worker threads stay
+    # busy after its calls, and the call after an MLX one ran up to 10x slower here (mandelbrot's
+    # first call, after knn's MLX run: 158 ms, against 16 ms with no peer before it)
+    for row, name in zip(rows, names):
         for p, (ns, why) in spaces.items():
             peer_repeats = min(repeats, 2) if args.quick else repeats  # a peer's first call compiles: slow
             row.peers[p] = (
@@ -236,8 +242,6 @@ def main(argv: list[str] | None = None) -> int:
                 if ns is None
                 else run_peer(ns, name, size, peer_repeats, budget, limit)
             )
-        rows.append(row)
-        print(f"  {name}: {row.base.status}", file=sys.stderr, flush=True)
     print()
     print_table(rows)
     print_results(rows)

@@ -19,7 +19,6 @@ import lazygraph as lg
 import lazygraph.nn.functional as F
 from jit import kernel
 from jit.backend import cuda_emulated
-from ops.settings import SETTINGS
 
 EMU = "cuda-emulated"
 needs_cxx = pytest.mark.skipif(cuda_emulated.toolchain() is None, reason="needs a C++ compiler")
@@ -178,15 +177,14 @@ GPU_DEVICES = [pytest.param(EMU, marks=needs_cxx), pytest.param("cuda", marks=py
 @pytest.mark.parametrize("name", sorted(FUSED))
 @pytest.mark.parametrize("gpu", GPU_DEVICES)
 def test_nn_patterns_fuse_into_one_kernel_on_the_device(
-    gpu: str, name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    gpu: str, name: str, capsys: pytest.CaptureFixture
 ) -> None:
     dev = gpu
     a = np.random.default_rng(len(name)).standard_normal((5, 37 + len(name)))
-    monkeypatch.setattr(SETTINGS, "debug", 2)
     capsys.readouterr()
-    got = FUSED[name](lg.asarray(a, device=dev)).numpy()
+    with lg.settings.override(debug=2):  # restored after (monkeypatch would pin the old value)
+        got = FUSED[name](lg.asarray(a, device=dev)).numpy()
     steps = _steps_run(capsys)
-    monkeypatch.setattr(SETTINGS, "debug", 0)
     want = FUSED[name](lg.asarray(a)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     assert len(steps) == 1 and "jit_region[" in steps[0], steps
