@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -46,30 +47,20 @@ def module() -> ModuleType | None:
         return None
 
 
-def wrap(arity: int, opdef: Any, memo: dict, python: Any, swap: bool = False, **names: Any) -> Any:
+@functools.cache
+def _ready(shared: Callable[[], tuple]) -> ModuleType | None:
+    """The extension, given once the names every recorder reads (`shared()`), or None."""
+    m = module()
+    if m is not None:
+        m.setup(*shared())
+    return m
+
+
+def wrap(arity: int, opdef: Any, memo: dict, python: Any, swap: bool, shared: Callable[[], tuple]) -> Any:
     """The C recorder of one operator with `python` for everything it does not handle, or `python`.
 
-    `swap`: a reflected dunder's (`__radd__(self, other)` records `other + self`)."""
-    m = module()
-    if m is None:
-        return python
-    if not getattr(module, "_ready", False):
-        m.setup(names["node"], names["storage"], names["array"])
-        module._ready = True  # type: ignore[attr-defined]
-    return m.make(
-        arity,
-        swap,
-        opdef,
-        memo,
-        names["plain"],
-        python,
-        names["scalar"],
-        names["grad"],
-        names["hint_of"],
-        names["note_origin"],
-        names["f64"],
-        names["i64"],
-        names["small"],
-        names["host"],
-        float,
-    )
+    `swap`: a reflected dunder's (`__radd__(self, other)` records `other + self`); `shared`:
+    the names every recorder reads (lean_record.c `setup`), asked for once per process.
+    """
+    m = _ready(shared)
+    return python if m is None else m.make(arity, swap, opdef, memo, python)

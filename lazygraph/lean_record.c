@@ -22,6 +22,8 @@ static const char *array_fields[A_COUNT] = {"_storage", "_view", "_readonly", "_
 
 static Py_ssize_t noff[N_COUNT], aoff[A_COUNT];
 static PyTypeObject *node_type, *storage_type, *array_type;
+/* the names every recorder reads (recorders.py passes them once, to `setup`) */
+static PyObject *plain, *scalar_op, *grad, *hint_of, *note_origin, *f64, *i64, *small, *host;
 static PyObject *str_node, *str_enabled, *one, *zero, *empty;
 static int ready;
 
@@ -52,15 +54,20 @@ static int offsets(PyTypeObject *t, const char **names, Py_ssize_t *out, int n) 
 }
 
 static PyObject *setup(PyObject *self, PyObject *args) {
-    PyObject *n, *s, *a;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &n, &PyType_Type, &s, &PyType_Type, &a))
+    PyObject *n, *s, *a, *o[9];
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOOOOO", &PyType_Type, &n, &PyType_Type, &s, &PyType_Type, &a,
+                          &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8]))
         return NULL;
+    if (ready) { PyErr_SetString(PyExc_RuntimeError, "setup() runs once"); return NULL; }
+    if (!PyAnySet_Check(o[0])) { PyErr_SetString(PyExc_TypeError, "the plain types must be a set"); return NULL; }
     if (offsets((PyTypeObject *)n, node_fields, noff, N_COUNT) < 0) return NULL;
     if (offsets((PyTypeObject *)a, array_fields, aoff, A_COUNT) < 0) return NULL;
     Py_INCREF(n); Py_INCREF(s); Py_INCREF(a);
     node_type = (PyTypeObject *)n;
     storage_type = (PyTypeObject *)s;
     array_type = (PyTypeObject *)a;
+    PyObject **f[9] = {&plain, &scalar_op, &grad, &hint_of, &note_origin, &f64, &i64, &small, &host};
+    for (int i = 0; i < 9; i++) { Py_INCREF(o[i]); *f[i] = o[i]; }
     ready = 1;
     Py_RETURN_NONE;
 }
@@ -70,8 +77,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     int arity, swap;
     Py_ssize_t handled, passed; /* recordings done here, and handed to the Python recorder */
-    PyObject *opdef, *cache, *plain, *fallback, *scalar_op, *grad, *hint_of, *note_origin;
-    PyObject *f64, *i64, *small, *host, *float_type;
+    PyObject *opdef, *cache, *fallback;
 } Recorder;
 
 /* a new Node, every field set as recorders._made / _scalar_leaf set them */
@@ -114,9 +120,9 @@ static PyObject *new_array(PyObject *node) {
 }
 
 /* the node of a plain array operand without a view (a new reference), or NULL (no error) */
-static PyObject *plain_node(Recorder *r, PyObject *x) {
-    int plain = PySet_Contains(r->plain, (PyObject *)Py_TYPE(x));
-    if (plain <= 0) { PyErr_Clear(); return NULL; }
+static PyObject *plain_node(PyObject *x) {
+    int is_plain = PySet_Contains(plain, (PyObject *)Py_TYPE(x));
+    if (is_plain <= 0) { PyErr_Clear(); return NULL; }
     PyObject *view = SLOT(x, aoff[A_VIEW]), *st = SLOT(x, aoff[A_STORAGE]);
     if (view != Py_None || st == NULL) return NULL;
     PyObject *node = PyObject_GetAttr(st, str_node);
@@ -130,11 +136,11 @@ static PyObject *plain_node(Recorder *r, PyObject *x) {
 }
 
 /* the node's structural hint: its `h`, else cache.key.hint_of(node) (a new reference) */
-static PyObject *hint(Recorder *r, PyObject *memo, PyObject *node) {
+static PyObject *hint(PyObject *memo, PyObject *node) {
     if (memo != Py_None) { Py_INCREF(memo); return memo; }
     PyObject *h = SLOT(node, noff[N_H]);
     if (h != NULL && h != Py_None) { Py_INCREF(h); return h; }
-    return PyObject_CallOneArg(r->hint_of, node);
+    return PyObject_CallOneArg(hint_of, node);
 }
 
 static PyObject *fall(Recorder *r, PyObject *const *args, size_t nargs) {
@@ -143,10 +149,10 @@ static PyObject *fall(Recorder *r, PyObject *const *args, size_t nargs) {
 }
 
 /* gradmode.track: (requires_grad, grad_leaf) of a differentiable result */
-static int track(Recorder *r, PyObject *fc, PyObject *nx, PyObject *ny, PyObject **rg, PyObject **gl) {
+static int track(PyObject *fc, PyObject *nx, PyObject *ny, PyObject **rg, PyObject **gl) {
     *rg = *gl = Py_False;
     if (fc != Py_True) return 0;
-    PyObject *en = PyObject_GetAttr(r->grad, str_enabled);
+    PyObject *en = PyObject_GetAttr(grad, str_enabled);
     if (en == NULL) return -1;
     int on = PyObject_IsTrue(en);
     Py_DECREF(en);
@@ -182,7 +188,7 @@ static PyObject *result(Recorder *r, PyObject *hit, PyObject *parts, PyObject *i
                               Py_None, one, rg, gl, device, PyTuple_GET_ITEM(hit, 4), hobj);
     Py_DECREF(hobj);
     if (node != NULL && PyObject_IsTrue(PyTuple_GET_ITEM(hit, 3))) {
-        PyObject *res = PyObject_CallOneArg(r->note_origin, node);
+        PyObject *res = PyObject_CallOneArg(note_origin, node);
         if (res == NULL) Py_CLEAR(node);
         Py_XDECREF(res);
     }
@@ -192,25 +198,25 @@ static PyObject *result(Recorder *r, PyObject *hit, PyObject *parts, PyObject *i
 /* One operand of a binary recorder: its node (a new reference; a Python scalar's private leaf)
    and its two memo-key parts (borrowed). 1: done; 0: not handled here (nothing to undo); -1:
    an error. `*scalar` says whether it is a Python scalar. */
-static int operand(Recorder *r, PyObject *v, PyObject **node, PyObject **k0, PyObject **k1, int *scalar) {
+static int operand(PyObject *v, PyObject **node, PyObject **k0, PyObject **k1, int *scalar) {
     PyTypeObject *t = Py_TYPE(v);
     *scalar = t == &PyFloat_Type || t == &PyLong_Type;
     if (*scalar) {
-        PyObject *dtype = r->f64, *sig = r->float_type;
+        PyObject *dtype = f64, *sig = (PyObject *)&PyFloat_Type;
         if (t == &PyLong_Type) {
             int overflow;
             long i = PyLong_AsLongAndOverflow(v, &overflow);
             if (overflow || i < 0 || i > 127) return 0; /* other ints: Python's `_weak_sig` */
-            dtype = r->i64;
-            sig = r->small;
+            dtype = i64;
+            sig = small;
         }
-        *node = new_node(r->scalar_op, empty, empty, dtype, v, zero, Py_False, Py_False, r->host,
+        *node = new_node(scalar_op, empty, empty, dtype, v, zero, Py_False, Py_False, host,
                          Py_None, Py_None);
         *k0 = sig;
         *k1 = Py_None;
         return *node == NULL ? -1 : 1;
     }
-    *node = plain_node(r, v);
+    *node = plain_node(v);
     if (*node == NULL) return 0;
     *k0 = SLOT(*node, noff[N_DTYPE]);
     *k1 = SLOT(*node, noff[N_SHAPE]);
@@ -224,8 +230,8 @@ static PyObject *binary_call(Recorder *r, PyObject *const *args, size_t nargsf, 
     PyObject *x = args[r->swap], *y = args[1 - r->swap];
     PyObject *nx = NULL, *ny = NULL, *key = NULL, *out = NULL, *kx0, *kx1, *ky0, *ky1;
     int sx, sy;
-    int ok = operand(r, x, &nx, &kx0, &kx1, &sx);
-    if (ok == 1) ok = operand(r, y, &ny, &ky0, &ky1, &sy);
+    int ok = operand(x, &nx, &kx0, &kx1, &sx);
+    if (ok == 1) ok = operand(y, &ny, &ky0, &ky1, &sy);
     if (ok == 1 && sx && sy) ok = 0; /* two Python scalars: `record` */
     if (ok <= 0) {
         Py_XDECREF(nx);
@@ -243,7 +249,7 @@ static PyObject *binary_call(Recorder *r, PyObject *const *args, size_t nargsf, 
     Py_INCREF(hit);
     PyObject *device = SLOT(nx, noff[N_DEVICE]);
     PyObject *dy = SLOT(ny, noff[N_DEVICE]);
-    if (SLOT(nx, noff[N_OP]) == r->scalar_op && SLOT(ny, noff[N_OP]) == r->scalar_op) {
+    if (SLOT(nx, noff[N_OP]) == scalar_op && SLOT(ny, noff[N_OP]) == scalar_op) {
         device = Py_None;
     } else if (device != dy) { /* a scalar or NumPy operand joins; two devices raise: Python's */
         Py_DECREF(hit);
@@ -252,10 +258,10 @@ static PyObject *binary_call(Recorder *r, PyObject *const *args, size_t nargsf, 
     }
     PyObject *rg, *gl;
     PyObject *hx = NULL, *hy = NULL, *parts = NULL, *inputs = NULL;
-    if (track(r, PyTuple_GET_ITEM(hit, 2), nx, ny, &rg, &gl) < 0) goto fail;
-    hx = hint(r, PyTuple_GET_ITEM(hit, 5), nx);
+    if (track(PyTuple_GET_ITEM(hit, 2), nx, ny, &rg, &gl) < 0) goto fail;
+    hx = hint(PyTuple_GET_ITEM(hit, 5), nx);
     if (hx == NULL) goto fail;
-    hy = hint(r, PyTuple_GET_ITEM(hit, 6), ny);
+    hy = hint(PyTuple_GET_ITEM(hit, 6), ny);
     if (hy == NULL) goto fail;
     parts = PyTuple_Pack(3, PyTuple_GET_ITEM(hit, 4), hx, hy);
     inputs = PyTuple_Pack(2, nx, ny);
@@ -273,7 +279,7 @@ done:
 static PyObject *unary_call(Recorder *r, PyObject *const *args, size_t nargsf, PyObject *kw) {
     size_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs != 1 || kw != NULL) { r->passed++; return PyObject_Vectorcall(r->fallback, args, nargsf, kw); }
-    PyObject *nx = plain_node(r, args[0]);
+    PyObject *nx = plain_node(args[0]);
     if (nx == NULL) return fall(r, args, 1);
     PyObject *out = NULL, *hx = NULL, *parts = NULL, *inputs = NULL;
     PyObject *key = PyTuple_Pack(2, SLOT(nx, noff[N_DTYPE]), SLOT(nx, noff[N_SHAPE]));
@@ -285,8 +291,8 @@ static PyObject *unary_call(Recorder *r, PyObject *const *args, size_t nargsf, P
     }
     Py_INCREF(hit);
     PyObject *rg, *gl;
-    if (track(r, PyTuple_GET_ITEM(hit, 2), nx, NULL, &rg, &gl) < 0) goto fail;
-    hx = hint(r, Py_None, nx);
+    if (track(PyTuple_GET_ITEM(hit, 2), nx, NULL, &rg, &gl) < 0) goto fail;
+    hx = hint(Py_None, nx);
     if (hx == NULL) goto fail;
     parts = PyTuple_Pack(2, PyTuple_GET_ITEM(hit, 4), hx);
     inputs = PyTuple_Pack(1, nx);
@@ -308,10 +314,7 @@ static PyObject *recorder_call(PyObject *self, PyObject *const *args, size_t nar
 
 static void recorder_dealloc(PyObject *self) {
     Recorder *r = (Recorder *)self;
-    Py_XDECREF(r->opdef); Py_XDECREF(r->cache); Py_XDECREF(r->plain); Py_XDECREF(r->fallback);
-    Py_XDECREF(r->scalar_op); Py_XDECREF(r->grad); Py_XDECREF(r->hint_of);
-    Py_XDECREF(r->note_origin); Py_XDECREF(r->f64); Py_XDECREF(r->i64); Py_XDECREF(r->small);
-    Py_XDECREF(r->host); Py_XDECREF(r->float_type);
+    Py_XDECREF(r->opdef); Py_XDECREF(r->cache); Py_XDECREF(r->fallback);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -331,6 +334,7 @@ static PyObject *recorder_getattro(PyObject *self, PyObject *name) {
 
 static PyMemberDef recorder_members[] = {
     {"python", T_OBJECT, offsetof(Recorder, fallback), READONLY, "the Python recorder it calls otherwise"},
+    {"memo", T_OBJECT, offsetof(Recorder, cache), READONLY, "the signature memo it reads (the operator's)"},
     {"handled", T_PYSSIZET, offsetof(Recorder, handled), READONLY, "recordings made here"},
     {"passed", T_PYSSIZET, offsetof(Recorder, passed), READONLY, "recordings handed to the Python recorder"},
     {NULL, 0, 0, 0, NULL},
@@ -352,32 +356,26 @@ static PyTypeObject RecorderType = {
 
 static PyObject *make(PyObject *self, PyObject *args) {
     int arity, swap;
-    PyObject *o[13];
-    if (!PyArg_ParseTuple(args, "iiOOOOOOOOOOOOO", &arity, &swap, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12]))
-        return NULL;
+    PyObject *opdef, *memo, *fallback;
+    if (!PyArg_ParseTuple(args, "iiOO!O", &arity, &swap, &opdef, &PyDict_Type, &memo, &fallback)) return NULL;
     if (!ready) { PyErr_SetString(PyExc_RuntimeError, "setup() first"); return NULL; }
-    if (!PyDict_CheckExact(o[1]) || !PyAnySet_Check(o[2])) {
-        PyErr_SetString(PyExc_TypeError, "the memo must be a dict and the plain types a set");
-        return NULL;
-    }
     Recorder *r = PyObject_New(Recorder, &RecorderType);
     if (r == NULL) return NULL;
     r->vectorcall = recorder_call;
     r->handled = r->passed = 0;
     r->arity = arity;
     r->swap = swap != 0;
-    PyObject **f[13] = {&r->opdef, &r->cache, &r->plain, &r->fallback, &r->scalar_op, &r->grad,
-                        &r->hint_of, &r->note_origin, &r->f64, &r->i64, &r->small, &r->host,
-                        &r->float_type};
-    for (int i = 0; i < 13; i++) { Py_INCREF(o[i]); *f[i] = o[i]; }
+    Py_INCREF(opdef); Py_INCREF(memo); Py_INCREF(fallback);
+    r->opdef = opdef;
+    r->cache = memo;
+    r->fallback = fallback;
     return (PyObject *)r;
 }
 
 static PyMethodDef methods[] = {
-    {"setup", setup, METH_VARARGS, "setup(Node, Storage, Array): read the classes' slot offsets."},
-    {"make", make, METH_VARARGS, "make(arity, swap, opdef, memo, plain, fallback, SCALAR, grad, hint_of, "
-     "note_origin, f64, i64, small-int signature, HOST, float): a recorder."},
+    {"setup", setup, METH_VARARGS, "setup(Node, Storage, Array, plain types, SCALAR, grad state, hint_of, "
+     "note_origin, f64, i64, small-int signature, HOST): once, before any recorder."},
+    {"make", make, METH_VARARGS, "make(arity, swap, opdef, memo, python): one operator's recorder."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -262,7 +262,6 @@ def binary_recorder(op: str) -> Callable[[Any, Any], Array]:
 
     f.__name__ = f.__qualname__ = op
     f = _BINARY[op] = _native(2, opdef, cache, f)
-    _MEMOS[op] = cache
     return f
 
 
@@ -277,7 +276,7 @@ def reflected_recorder(op: str) -> Callable[[Any, Any], Array]:
         return forward(other, self)
 
     method.__name__ = method.__qualname__ = f"r{op}"
-    memo = _MEMOS.get(op)
+    memo = getattr(forward, "memo", None)  # the forward C recorder's (none: it is not built)
     f = _REFLECTED[op] = method if memo is None else _native(2, REGISTRY[op], memo, method, swap=True)
     return f
 
@@ -339,19 +338,31 @@ def _native(arity: int, opdef: Any, memo: dict, python: Callable, swap: bool = F
     """`python`'s hit path in C (lazygraph/lean_native.py), or `python` where that is not built."""
     if not _DIRECT:  # the C recorder sets Node's fields by their slots, as `_made` does
         return python
-    return lean_native.wrap(
-        arity, opdef, memo, python, swap, node=Node, storage=Storage, array=Array, plain=_PLAIN, scalar=SCALAR,
-        grad=GRAD_STATE, hint_of=hint_of, note_origin=txn.note_origin, f64=_F64, i64=_I64,
-        small=_SMALL_INT, host=HOST,
-    )  # fmt: skip
+    return lean_native.wrap(arity, opdef, memo, python, swap, _shared)
+
+
+def _shared() -> tuple:
+    """What every C recorder reads (lean_record.c `setup`): the classes and the hit path's names."""
+    return (
+        Node,
+        Storage,
+        Array,
+        _PLAIN,
+        SCALAR,
+        GRAD_STATE,
+        hint_of,
+        txn.note_origin,
+        _F64,
+        _I64,
+        _SMALL_INT,
+        HOST,
+    )
 
 
 #: operator name -> its lean recorder (built on first use)
 _BINARY: dict[str, Callable[[Any, Any], Array]] = {}
 _UNARY: dict[str, Callable[[Any], Array]] = {}
 _REFLECTED: dict[str, Callable[[Any, Any], Array]] = {}
-#: operator name -> the memo its lean binary recorder reads (the reflected dunder's C recorder shares it)
-_MEMOS: dict[str, dict] = {}
 
 
 def record_binary(op: str, x: Any, y: Any) -> Array:
