@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
+from cache.key import walk
 from jit import background
 from jit.kernel import Region, compile_region, make_region
 from lazygraph.engine import ENGINE
@@ -167,8 +168,6 @@ def test_time_box_skips_passes_once_spent():
     rng = np.random.default_rng(4)
     a = lg.asarray(rng.normal(size=(5, 5)))
     y = ((a + 1) * 2 - a).sum(axis=0)
-    from cache.key import walk
-
     w = walk([y.node])
     _, program = compiler.compile_graph(
         w, set(), True, True, ENGINE.lowering, ENGINE.constructors, box=0.0, report=False
@@ -315,3 +314,39 @@ def test_full_optimization_of_a_loop_writing_into_its_leaf_in_place():
     assert background.COUNTS["failed"] == failed
     for k, v in want.items():
         np.testing.assert_allclose(got[k], v, rtol=1e-12, atol=1e-12)
+
+
+def _ran(program) -> list[str]:
+    return [p["pass"] for p in program.tgraph.artifacts.get("pass_report", {}).get("passes", [])]
+
+
+def test_small_graph_miss_runs_no_pass_and_its_return_runs_them_all():
+    # x * 1.0 - 0.0: the rewrite rules remove both operations, once they run (5 ms box: time left)
+    x = np.random.default_rng(5).normal(size=(6, 7))
+
+    def f(ns):
+        return ns.tanh(ns.asarray(x) * 1.0 - 0.0).sum(axis=1)
+
+    assert compiler.small(compiler.Graph(walk([f(lg).node]), frozenset()))
+    with _hold():
+        np.testing.assert_allclose(f(lg).numpy(), f(np), rtol=1e-12)
+        program = _entry().variants[0].program
+        assert compiler.partial(program)
+        assert "algebraic" in program.tgraph.artifacts["time_box"]["skipped"]
+        assert "algebraic" not in _ran(program)
+        np.testing.assert_allclose(f(lg).numpy(), f(np), rtol=1e-12)  # the hit queues the job
+    assert lg.jit_wait(60)
+    program = _entry().variants[0].program
+    assert not compiler.partial(program)
+    assert "algebraic" in _ran(program)
+    assert "rules" in program.tgraph.artifacts  # the full program has the rewrites
+    np.testing.assert_allclose(f(lg).numpy(), f(np), rtol=1e-12)
+
+
+def test_graph_touching_many_elements_runs_its_passes_in_the_box():
+    x = np.random.default_rng(6).normal(size=(300, 300))
+    y = lg.tanh(lg.asarray(x) * 1.0 - 0.0).sum(axis=1)
+    assert not compiler.small(compiler.Graph(walk([y.node]), frozenset()))
+    with _hold():
+        np.testing.assert_allclose(y.numpy(), np.tanh(x).sum(axis=1), rtol=1e-12)
+        assert "algebraic" in _ran(_entry().variants[0].program)

@@ -14,13 +14,15 @@ it first checks what the stored recipes rely on against the key (region_check.py
 
 A miss may be time-boxed (`TimeBox`, LAZYGRAPH_OPTIMIZE_BUDGET_MS): passes are started only
 while the box has time left, and passes whose single run may outlast any box (`DEFERRED`) and
-the order search are not started at all (the program runs in the recorded order). Every pass
+the order search are not started at all (the program runs in the recorded order); a small
+graph (`small`) starts none. Every pass
 is optional (Q = P is a correct program), so the result is correct; when something was left out the program's
 artifacts say so (`partial`) and engine/tiered.py finishes the job off the critical path.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -107,6 +109,24 @@ def learn_cost(name: str, seconds: float, nodes: int) -> None:
     PASS_COST[name] = per if old is None else 0.5 * (old + per)
 
 
+#: a time-boxed miss of a graph whose operations touch fewer elements than this (each
+#: operation's inputs and output) runs no passes: such a run costs tens of microseconds and
+#: the passes 0.2-0.3 ms on a handful of nodes (int_overflow's first call: 31 such misses),
+#: so they pay only when the structure comes back, and then the background runs them all
+SMALL_WORK = 65536
+
+
+def small(g: Graph) -> bool:
+    """Whether g's operations touch fewer than SMALL_WORK elements, inputs and outputs."""
+    total = 0
+    for n in g.nodes:
+        if not n.leaf:
+            total += math.prod(n.shape) + sum(math.prod(c.shape) for c in n.inputs)
+            if total >= SMALL_WORK:
+                return False
+    return True
+
+
 class TimeBox:
     """A time-boxed miss: passes are offered while time is left; what was left out is listed."""
 
@@ -120,14 +140,16 @@ class TimeBox:
         return self.seconds - (time.perf_counter() - self.start)
 
     def offer(self, passes: list[Pass], g: Graph) -> Iterator[Pass]:
-        """The passes to run, each decided just before it would start."""
+        """The passes to run, each decided just before it would start (none for a small graph)."""
+        few = small(g)
         for p in passes:
             if p.name == "jit_window" and not background.toolchain_probed():
                 # its condition probes the C compiler (a few hundred ms, once): on the worker
                 background.probe_toolchain()
                 self.skipped.append(p.name)
             elif (
-                p.name in DEFERRED
+                few
+                or p.name in DEFERRED
                 or (left := self.left()) <= 0
                 or PASS_COST.get(p.name, 0.0) * len(g.nodes) > left
             ):
