@@ -72,12 +72,27 @@ def expected_owner() -> int:
 # -- where, how much, which version -------------------------------------------------------
 
 
+_ROOT: tuple[tuple, Path] = ((), Path())
+
+
 def cache_root() -> Path:
     """$LAZYGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/lazygraph, else ~/.cache/lazygraph."""
-    env = SETTINGS.cache_dir
+    global _ROOT
+    env = SETTINGS.cache_dir or ""
+    xdg = SETTINGS.xdg_cache_home or ""
+    # every miss asks: building the Path costs 5-8 us (more with expanduser), so the same
+    # settings reuse it; `~` and the default read $HOME, as expanduser does, so it is in the key
+    home = os.environ.get("HOME", "") if env.startswith("~") or (not env and not os.path.isabs(xdg)) else ""
+    key = (env, xdg, home)
+    memo = _ROOT  # one read: another thread may replace it with an equally valid pair
+    if memo[0] != key:
+        memo = _ROOT = (key, _root(env, xdg))
+    return memo[1]
+
+
+def _root(env: str, xdg: str) -> Path:
     if env:
         return Path(env).expanduser()
-    xdg = SETTINGS.xdg_cache_home or ""
     # the XDG specification: a relative path is invalid and must be ignored
     base = Path(xdg) if os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".cache"
     return base / "lazygraph"

@@ -263,9 +263,18 @@ def compile_graph(
     return g, program
 
 
+_FINGERPRINT: tuple[tuple, str] = ((), "")
+
+
 def fingerprint(lowering: dict[str, Pass]) -> str:
     """What cached entries depend on of the passes: names and priorities, lowering included."""
-    return optimizer.fingerprint(passes(lowering))
+    global _FINGERPRINT
+    now = (*optimizer.PASSES.values(), *lowering.values())
+    memo = _FINGERPRINT  # one read: another thread may replace it (with an equally valid pair)
+    if memo[0] != now:
+        # every miss asks (the disk store's tag): sorting and hashing cost 5-20 us of it
+        memo = _FINGERPRINT = (now, optimizer.fingerprint(passes(lowering)))
+    return memo[1]
 
 
 # -- the program's kernels, compiled before its first run ------------------------------------

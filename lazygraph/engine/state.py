@@ -82,7 +82,7 @@ class Engine:
             # entries made with another set of passes are other versions (microseconds, on misses)
             passes = compiler.fingerprint(self.lowering)
             d = self._disk
-            if d is None or d.root != root or d.passes != passes:
+            if d is None or (d.root is not root and d.root != root) or d.passes != passes:
                 if d is None:
                     atexit.register(self.save_run)
                 d = self._disk = diskmod.DiskStore(
