@@ -80,7 +80,7 @@ def test_the_full_program_searches_the_order_and_learns_a_layout():
 
 def test_a_pass_predicted_to_outlast_the_box_is_left_to_the_full_tier(monkeypatch):
     monkeypatch.setitem(compiler.PASS_COST, "cse", 1.0)  # a second per node: never fits
-    x = np.random.default_rng(2).normal(size=(5, 5))
+    x = np.random.default_rng(2).normal(size=(160, 160))  # not a small graph (compiler.small)
     a = lg.asarray(x)
     y = (lg.exp(a) + lg.exp(a)) * (lg.exp(a) + 1.0)  # common subexpressions for cse
     np.testing.assert_allclose(y.numpy(), (np.exp(x) + np.exp(x)) * (np.exp(x) + 1.0), rtol=1e-12)

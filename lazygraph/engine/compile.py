@@ -112,8 +112,12 @@ def learn_cost(name: str, seconds: float, nodes: int) -> None:
 #: a time-boxed miss of a graph whose operations touch fewer elements than this (each
 #: operation's inputs and output) runs no passes: such a run costs tens of microseconds and
 #: the passes 0.2-0.3 ms on a handful of nodes (int_overflow's first call: 31 such misses),
-#: so they pay only when the structure comes back, and then the background runs them all
+#: so they pay only when the structure comes back, and then the background runs them all.
+#: Being partial, such a program is not written to the disk on the miss either (a write is
+#: about 1 ms): only when it returns, once the background has made the full one
 SMALL_WORK = 65536
+#: what a small graph's time box lists as left out
+SMALL_SKIP = "every pass (a small graph)"
 
 
 def small(g: Graph) -> bool:
@@ -141,15 +145,17 @@ class TimeBox:
 
     def offer(self, passes: list[Pass], g: Graph) -> Iterator[Pass]:
         """The passes to run, each decided just before it would start (none for a small graph)."""
-        few = small(g)
+        if small(g):
+            # not even their conditions (25-90 us): the program is partial, finished if it returns
+            self.skipped.append(SMALL_SKIP)
+            return
         for p in passes:
             if p.name == "jit_window" and not background.toolchain_probed():
                 # its condition probes the C compiler (a few hundred ms, once): on the worker
                 background.probe_toolchain()
                 self.skipped.append(p.name)
             elif (
-                few
-                or p.name in DEFERRED
+                p.name in DEFERRED
                 or (left := self.left()) <= 0
                 or PASS_COST.get(p.name, 0.0) * len(g.nodes) > left
             ):
