@@ -4,7 +4,7 @@ A cache miss used to run every pass, the superoptimizer and the order search bef
 first run: hundreds of milliseconds for a graph that then runs in one or two. Now a miss
 whose box is set (LAZYGRAPH_OPTIMIZE_BUDGET_MS, default 1 ms) gets a time-boxed program
 (compile.py: passes while time is left, no superoptimizer, no fusion, no order search: the
-recorded order). When that program is `partial` and its structure comes back (the first hit:
+recorded order; no pass at all for a small graph, `compile.small`). When that program is `partial` and its structure comes back (the first hit:
 a loop, the next call of a function), the full optimization of that evaluation's graph is
 queued on the background worker (jit/background.py), as tiered JITs compile only hot code: a
 structure evaluated once costs no background work. When the job is done the full program
