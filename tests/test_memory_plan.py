@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import weakref
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 import lazygraph as lg
 from lazygraph.engine import ENGINE, memory
+from lazygraph.engine.meter import Meter
 
 # host_backend: the CPU memory planner's buffers (conftest.py)
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.host_backend]
@@ -324,3 +326,27 @@ def test_multi_output_region_writes_its_first_value_into_a_planned_buffer(metere
         np.testing.assert_allclose(y1.numpy(), want, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(y2.numpy(), want + 1.0, rtol=1e-5, atol=1e-6)
     assert metered.get("jit_region", 0) >= 1, metered
+
+
+def test_meter_releases_a_buffer_whose_id_came_back():
+    """An entry whose buffer died without a drop (its slot written over) is not taken for a new
+    buffer at the same address: the new one is counted, the dead one released."""
+
+    class _Program:
+        size, n_values, leaves = 2, 2, []
+
+    m = Meter()
+    m.start(_Program(), [])
+    dead = np.empty(10)
+    stale_ref = weakref.ref(dead)
+    del dead
+    assert stale_ref() is None
+    fresh = np.empty(4)
+    # the state a reused address leaves: the dead buffer's entry under the new buffer's id
+    m.owners[id(fresh)] = [1, 80, stale_ref]
+    m.held = 80
+    m.value(0, fresh, (), 0, fresh.shape, fresh.dtype)
+    assert m.held == fresh.nbytes  # 80 stale bytes released, 32 new counted
+    assert m.owners[id(fresh)][0] == 1 and m.aliases[0] == -1
+    m.drop(0)
+    assert m.held == 0 and not m.owners

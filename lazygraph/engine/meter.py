@@ -17,6 +17,7 @@ predicted peak bytes.
 
 from __future__ import annotations
 
+import weakref
 from math import prod
 from typing import Any
 
@@ -24,6 +25,14 @@ import numpy as np
 
 #: Meter.aliases entry for an output that shares a leaf's memory (allocates nothing)
 LEAF_ALIAS = -2
+
+
+def _ref(o: Any) -> weakref.ref | None:
+    """A weak reference to a buffer (None for a type that takes none: not checked then)."""
+    try:
+        return weakref.ref(o)
+    except TypeError:
+        return None
 
 
 def owner(a: np.ndarray) -> np.ndarray:
@@ -80,7 +89,7 @@ class Meter:
         self.held = 0  # bytes of buffers the run's values refer to
         self.idle = 0  # bytes of freed buffers kept for a later step
         self.peak = 0
-        self.owners: dict[int, list[int]] = {}  # id(buffer) -> [values referring to it, bytes]
+        self.owners: dict[int, list] = {}  # id(buffer) -> [values referring to it, bytes, weak ref]
         self.slot_owner = [0] * program.size
         self.leaf_ids = {id(owner(vals[q])) for q, _ in program.leaves if type(vals[q]) is np.ndarray}
         n = program.n_values
@@ -99,8 +108,14 @@ class Meter:
             self.aliases[i] = LEAF_ALIAS
         else:
             e = self.owners.get(oid)
+            if e is not None and e[2] is not None and e[2]() is not o:
+                # a buffer the run let go of without a drop (its slot written over) died and its
+                # id came back for this one: it is released now, and this one is new (else the
+                # peak depended on where the allocator put buffers)
+                self.held -= e[1]
+                e = None
             if e is None:
-                self.owners[oid] = [1, o.nbytes]
+                self.owners[oid] = [1, o.nbytes, _ref(o)]
                 self.held += o.nbytes
             else:
                 e[0] += 1
