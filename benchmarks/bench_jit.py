@@ -26,8 +26,9 @@ lazygraph is evaluated as a user's program is: `lg.eval` on the recorded arrays,
 the optimized program (one fused region step each here) once the warm-up calls have compiled its
 kernels. (The JIT's own runner, jit.runner.run_graph, fuses the graph again on every call: about
 0.5 ms more per call at 1024 x 1024.)
-Every time is the median of several repeats; the peers' loops alternate with ours so all see
-the same machine load. The last lines read `result: <metric> = <number>`.
+Every time is the median of several repeats, each framework's in a block of its own (ours
+first, then NumPy, then the peers): alternated call by call, ours always followed a peer's call
+whose threads were still busy on both cores. The last lines read `result: <metric> = <number>`.
 """
 
 from __future__ import annotations
@@ -284,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     print(head + " ".join(f"{'x ' + h:>11}" for _, h in shown) + f" {'copy x':>7}")
     results: dict[str, dict[str, float]] = {}
     for name, case in cases.items():
-        t = measure({k: fn for k, fn in case.items()}, repeats)
+        # each framework in its own block, ours first: interleaved, ours ran right after the
+        # last peer's call, whose threads were still busy on both cores (see (c))
+        t = {k: measure({k: fn}, repeats)[k] for k, fn in case.items()}
         limit = traffic[name] * nbytes / bw
         row = f"{name:<14} {t['lg'] * 1e3:>8.2f} " + " ".join(f"{t[k] * 1e3:>9.2f}" for k, _ in shown)
         print(
