@@ -111,7 +111,7 @@ def learn_cost(name: str, seconds: float, nodes: int) -> None:
 
 #: a time-boxed miss of a graph whose operations touch fewer elements than this (each
 #: operation's inputs and output) runs no passes: such a run costs tens of microseconds and
-#: the passes 0.2-0.3 ms on a handful of nodes (int_overflow's first call: 31 such misses),
+#: the passes 0.2-0.3 ms on a handful of nodes (int_overflow's outputs read one by one: 31),
 #: so they pay only when the structure comes back, and then the background runs them all.
 #: Being partial, such a program is not written to the disk on the miss either (a write is
 #: about 1 ms): only when it returns, once the background has made the full one

@@ -109,9 +109,9 @@ class Meter:
         else:
             e = self.owners.get(oid)
             if e is not None and e[2] is not None and e[2]() is not o:
-                # a buffer the run let go of without a drop (its slot written over) died and its
-                # id came back for this one: it is released now, and this one is new (else the
-                # peak depended on where the allocator put buffers)
+                # a counted buffer died without a drop (a slot written over, say) and its id came
+                # back for this one: it is released now, and this one is new (else the peak
+                # would depend on where the allocator puts buffers)
                 self.held -= e[1]
                 e = None
             if e is None:
