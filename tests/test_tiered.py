@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lazygraph as lg
+from cache.graph import Graph
 from cache.key import walk
 from jit import background
 from jit.kernel import Region, compile_region, make_region
@@ -327,7 +328,7 @@ def test_small_graph_miss_runs_no_pass_and_its_return_runs_them_all():
     def f(ns):
         return ns.tanh(ns.asarray(x) * 1.0 - 0.0).sum(axis=1)
 
-    assert compiler.small(compiler.Graph(walk([f(lg).node]), frozenset()))
+    assert compiler.small(Graph(walk([f(lg).node]), frozenset()))
     with _hold():
         np.testing.assert_allclose(f(lg).numpy(), f(np), rtol=1e-12)
         program = _entry().variants[0].program
@@ -346,7 +347,7 @@ def test_small_graph_miss_runs_no_pass_and_its_return_runs_them_all():
 def test_graph_touching_many_elements_runs_its_passes_in_the_box():
     x = np.random.default_rng(6).normal(size=(300, 300))
     y = lg.tanh(lg.asarray(x) * 1.0 - 0.0).sum(axis=1)
-    assert not compiler.small(compiler.Graph(walk([y.node]), frozenset()))
+    assert not compiler.small(Graph(walk([y.node]), frozenset()))
     with _hold():
         np.testing.assert_allclose(y.numpy(), np.tanh(x).sum(axis=1), rtol=1e-12)
         assert "algebraic" in _ran(_entry().variants[0].program)
