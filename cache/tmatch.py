@@ -34,6 +34,9 @@ SLOW = object()
 #: graphs above this many slots keep the general match (compiling grows faster than the slots: 94 ms
 #: at 936)
 MAX_SLOTS = 1500
+#: loads the C matchers' module (lazygraph/lean_match.c), or returns None (no compiler, or switched
+#: off): the engine installs it, as the cache never imports the engine's native code
+NATIVE: Callable[[], Any] | None = None
 
 
 def _could_coincide(n: int, ids: list[int], edges: list[Any], interior: set[int], alias: bool) -> list[int]:
@@ -134,10 +137,34 @@ def matcher_source(
 
 
 def compile_matcher(t: Any, buffers_ok: Callable[[Any, tuple], bool]) -> Callable[[Sequence[Any]], Any]:
-    """The compiled matcher of template `t` (cache/template.py), returning nodes, None or SLOW."""
+    """The compiled matcher of template `t` (cache/template.py), returning nodes, None or SLOW:
+    the C one when its module loads (the same checks over slot tables, a few times faster), else
+    the generated Python."""
     inner = set(t.interior)
     scalars = [s for s in range(t.n) if s not in inner and t.edges[s] is None]
     buffers = [s for s in range(t.n) if s not in inner and t.edges[s] is not None]
+    native = NATIVE() if NATIVE is not None else None
+    if native is not None:
+        ops = []
+        for s in sorted(t.interior, reverse=True):  # consumers first, as the Python text unpacks
+            ops += [s, len(t.edges[s]), *t.edges[s]]
+        return native.make(
+            t.n,
+            list(t.roots),
+            ops,
+            list(t.interior),
+            list(t.inner_ids),
+            scalars,
+            tuple(t.scalar_types),
+            buffers,
+            list(t.buffer_ids),
+            tuple(TOKENS[i][4] for i in t.buffer_ids),
+            _could_coincide(t.n, t.ids, t.edges, inner, t.alias is not None),
+            t.alias is not None,
+            t,
+            buffers_ok,
+            SLOW,
+        )
     src = matcher_source(t.n, t.roots, t.ids, t.edges, t.interior, scalars, buffers, t.alias is not None)
     space: dict[str, Any] = {
         "K": tuple(t.inner_ids),

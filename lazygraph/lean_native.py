@@ -1,4 +1,5 @@
-"""The lean recorders' hit path as a C extension (lean_record.c), built by the system compiler.
+"""The lean recorders' hit path (lean_record.c) and the templates' matchers (lean_match.c) as C
+extensions, built by the system compiler.
 
 Recording `a + b` in Python costs about 1.5 us on a slow machine: the recorder's frame, the
 node's, storage's and array's construction, a dozen attribute reads. The C recorder does the
@@ -23,11 +24,14 @@ from types import ModuleType
 from typing import Any
 
 from jit import compile_c, extension
+from ops.node import Node
 from ops.settings import SETTINGS
 
 MODULE = "_lazygraph_lean"
 STORE_DIR = "lean"  # in the kernel cache, beside the JIT's launcher and the element extension
 SOURCE = Path(__file__).with_name("lean_record.c")
+MATCH_MODULE = "_lazygraph_match"
+MATCH_SOURCE = Path(__file__).with_name("lean_match.c")
 
 
 @functools.cache
@@ -64,3 +68,32 @@ def wrap(arity: int, opdef: Any, memo: dict, python: Any, swap: bool, shared: Ca
     """
     m = _ready(shared)
     return python if m is None else m.make(arity, swap, opdef, memo, python)
+
+
+@functools.cache
+def match_module() -> ModuleType | None:
+    """The templates' C matchers (cache/tmatch.py `NATIVE`), or None: switched off, or no compiler.
+
+    Asked for when the first template's matcher is compiled (on the background worker when it
+    runs), not at import: a program whose structures never recur builds nothing.
+    """
+    if not SETTINGS.native_match:
+        return None
+    try:
+        m = extension.load(MATCH_MODULE, MATCH_SOURCE.read_text(), STORE_DIR, [], "template matcher C", None)
+    except ImportError:
+        return None
+    except (compile_c.CompileError, OSError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        warnings.warn(
+            f"lazygraph: the C template matcher is unavailable ({first}); templates match in Python",
+            stacklevel=2,
+        )
+        return None
+    m.setup(Node)
+    return m
+
+
+def native_matcher() -> ModuleType | None:
+    """`match_module()` as the setting stands now (a test switches it off and back)."""
+    return match_module() if SETTINGS.native_match else None

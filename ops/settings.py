@@ -166,6 +166,11 @@ FIELDS: dict[str, Field] = {
         _switch(True),
         "record common elementwise operators through the C recorder (lazygraph/lean_record.c; 0: Python only)",
     ),
+    "native_match": Field(
+        "LAZYGRAPH_NATIVE_MATCH",
+        _switch(True),
+        "check a recurring graph against its template in C (lazygraph/lean_match.c; 0: generated Python)",
+    ),
     "malloc_keep": Field(
         "LAZYGRAPH_MALLOC_KEEP",
         _switch(True),

@@ -3,7 +3,8 @@
 Each case records a base structure until its template has a compiled matcher, then records a
 variant that differs in one thing (an attribute, a scalar's type, an aliasing relation, a leaf's
 dtype or rank, a view for a copy, sharing, arity, a static mark, an evaluated input). The walk
-must give exactly the full walk's key and nodes, and the values must equal NumPy's.
+must give exactly the full walk's key and nodes, and the values must equal NumPy's. Every test
+runs with both compiled matchers: the C one (lazygraph/lean_match.c) and the generated Python.
 """
 
 from __future__ import annotations
@@ -20,8 +21,24 @@ from test_cache_fuzz import inputs_for, programs, run
 import lazygraph as lg
 from cache import template
 from cache.tmatch import SLOW
+from lazygraph import lean_native
 
 pytestmark = pytest.mark.usefixtures("memory_cache")
+
+
+@pytest.fixture(autouse=True, params=["C", "Python"])
+def matcher_kind(request):
+    """Which compiled matcher the templates get; the C one must load here (a compiler is present)."""
+    native = request.param == "C"
+    if native:
+        assert lean_native.match_module() is not None, "the C matcher did not build"
+    with lg.settings.override(native_match=native):
+        yield request.param
+
+
+def kind_of(t) -> str:
+    """'C' or 'Python': the kind of a template's compiled matcher."""
+    return "Python" if type(t.fast).__name__ == "function" else "C"
 
 
 def exact(roots: list) -> tuple:
@@ -32,9 +49,12 @@ def exact(roots: list) -> tuple:
 
 
 def compiled(roots: list) -> bool:
-    """Whether these roots' template has its compiled matcher and it accepts them."""
+    """Whether these roots' template has its compiled matcher (of the test's kind) and it accepts them."""
     _, t, nodes = template.find(roots)
-    return t is not None and t.fast is not None and nodes is not None
+    if t is None or t.fast is None or nodes is None:
+        return False
+    assert kind_of(t) == ("C" if lg.settings.native_match else "Python")
+    return True
 
 
 RNG = np.random.default_rng(7)
@@ -300,3 +320,33 @@ def test_random_programs_through_compiled_matchers_get_the_full_walks_keys(progs
             {exact([a.node for a in run(lg, c, inputs_for(3, 4, seed), False)]) for c, _ in progs}
         )
         programs_match_numpy(progs, seed)
+
+
+@pytest.mark.parametrize("matcher_kind", ["C"], indirect=True)
+def test_c_matchers_leave_with_their_templates(matcher_kind):
+    """A template and its C matcher hold each other: the collector frees the pair."""
+    import gc
+
+    warm()
+
+    def matchers() -> int:
+        return sum(type(o).__name__ == "Matcher" for o in gc.get_objects())
+
+    assert matchers() >= 1
+    template.clear()
+    gc.collect()
+    assert matchers() == 0
+
+
+@pytest.mark.parametrize("matcher_kind", ["C"], indirect=True)
+def test_c_matcher_tables_are_checked_and_odd_roots_go_to_the_general_match(matcher_kind):
+    """Slots out of range are refused when a matcher is made; roots that are not nodes return SLOW."""
+    native = lean_native.match_module()
+    roots = warm()
+    _, t, _ = template.find(roots)
+    assert t.fast([object()]) is SLOW and t.fast((roots[0],)) is not None
+    assert t.fast([]) is None
+    with pytest.raises(ValueError, match="out of range"):
+        native.make(2, [5], [], [], [], [], (), [], [], (), [], False, t, template.buffers_ok, SLOW)
+    with pytest.raises(ValueError, match="out of range"):
+        native.make(2, [1], [1, 3, 0], [1], [7], [], (), [], [], (), [], False, t, template.buffers_ok, SLOW)

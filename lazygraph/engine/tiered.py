@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from cache import template
+from cache import template, tmatch
 from cache.graph import Graph
 from cache.key import Walk
 from cache.store import Entry
 from jit import backend as jit_backend
 from jit import background
-from lazygraph import debug
+from lazygraph import debug, lean_native
 from lazygraph.engine import compile as compiler
 from lazygraph.engine.program import Program
 from lazygraph.engine.state import Engine
@@ -180,6 +180,7 @@ def _defer_matcher(key: Any, job: Any) -> bool:
 
 
 template.DEFER = _defer_matcher
+tmatch.NATIVE = lean_native.native_matcher  # templates' matchers in C (lazygraph/lean_match.c)
 # what the first evaluation would otherwise start or import on its way: the worker's thread,
 # and the CPU backend (built on first use; its module imported then: 1.5 ms without bytecode)
 jit_backend.get()
