@@ -19,7 +19,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from cache.nodekey import _SCALAR_IDS, hint_of, kid_of, leaf_parts
-from cache.tmatch import MAX_SLOTS, SLOW, compile_matcher
+from cache.tmatch import MAX_SLOTS, SLOW, compile_matcher, native_ready
 from ops.node import Node
 
 _KID = attrgetter("kid")
@@ -190,12 +190,14 @@ def buffers_ok(t: Template, held: tuple, kids: tuple | None = None, marks: tuple
 def compile_after(n: int) -> int:
     """How many general matches a template of `n` slots gets before its matcher is compiled.
 
-    A structure that recurs is worth compiling, but compiling costs more than linearly in the
-    slots (about 0.4 ms at 3, 7 ms at 238 on a busy machine) while a general match costs about
-    0.5 us a slot: a large template waits for more uses, so a loop's first call (a few
-    evaluations of each structure) pays no compile and its warm calls run compiled.
+    A structure that recurs is worth compiling, but compiling the generated Python costs more
+    than linearly in the slots (about 0.4 ms at 3, 7 ms at 238 on a busy machine) while a
+    general match costs about 0.5 us a slot: a large template waits for more uses, so a loop's
+    first call (a few evaluations of each structure) pays no compile and its warm calls run
+    compiled. Making a C matcher (once its module is loaded) costs about 1.5 us a slot, three
+    general matches, at any size.
     """
-    return 3 + (n >> 4)
+    return 3 + (n >> 11) if native_ready() else 3 + (n >> 4)
 
 
 #: hands a matcher's compile to a worker off the hit path, `DEFER(key, job)` (the engine installs
@@ -228,7 +230,7 @@ def _match(t: Template, roots: Sequence[Node]) -> list[Node] | None:
     nodes = match(t, roots)
     if nodes is not None:
         t.uses += 1
-        if t.n <= MAX_SLOTS:
+        if t.n <= MAX_SLOTS or native_ready():
             if t.uses >= compile_after(t.n):
                 _compile(t)
             elif t.uses == DEFER_AFTER and DEFER is not None:

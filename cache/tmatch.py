@@ -31,12 +31,18 @@ from cache.nodekey import TOKENS
 
 #: what a generated matcher returns when a node lacks its local id (the general match fills it)
 SLOW = object()
-#: graphs above this many slots keep the general match (compiling grows faster than the slots: 94 ms
-#: at 936)
+#: graphs above this many slots keep the general match unless the C matcher is loaded (compiling the
+#: generated Python grows faster than the slots: 94 ms at 936)
 MAX_SLOTS = 1500
-#: loads the C matchers' module (lazygraph/lean_match.c), or returns None (no compiler, or switched
-#: off): the engine installs it, as the cache never imports the engine's native code
-NATIVE: Callable[[], Any] | None = None
+#: `NATIVE(loaded_only)`: the C matchers' module (lazygraph/lean_match.c), loading it unless
+#: `loaded_only`, or None (not loaded, no compiler, or switched off); the engine installs it, as the
+#: cache never imports the engine's native code
+NATIVE: Callable[[bool], Any] | None = None
+
+
+def native_ready() -> bool:
+    """Whether making a matcher now costs little (the C module is loaded: about 1.5 us a slot)."""
+    return NATIVE is not None and NATIVE(True) is not None
 
 
 def _could_coincide(n: int, ids: list[int], edges: list[Any], interior: set[int], alias: bool) -> list[int]:
@@ -143,7 +149,7 @@ def compile_matcher(t: Any, buffers_ok: Callable[[Any, tuple], bool]) -> Callabl
     inner = set(t.interior)
     scalars = [s for s in range(t.n) if s not in inner and t.edges[s] is None]
     buffers = [s for s in range(t.n) if s not in inner and t.edges[s] is not None]
-    native = NATIVE() if NATIVE is not None else None
+    native = NATIVE(False) if NATIVE is not None else None
     if native is not None:
         ops = []
         for s in sorted(t.interior, reverse=True):  # consumers first, as the Python text unpacks

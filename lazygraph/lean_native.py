@@ -94,6 +94,9 @@ def match_module() -> ModuleType | None:
     return m
 
 
-def native_matcher() -> ModuleType | None:
-    """`match_module()` as the setting stands now (a test switches it off and back)."""
-    return match_module() if SETTINGS.native_match else None
+def native_matcher(loaded_only: bool = False) -> ModuleType | None:
+    """`match_module()` as the setting stands now (a test switches it off and back); with
+    `loaded_only`, None until it has been loaded (asking must not build it on a hit path)."""
+    if not SETTINGS.native_match or loaded_only and match_module.cache_info().currsize == 0:
+        return None
+    return match_module()

@@ -80,7 +80,45 @@ def test_distinct_structures_under_a_stale_hint_keep_their_keys():
 
 
 def test_large_templates_compile_their_matcher_after_more_uses():
-    """A 200-slot chain is matched in general until `compile_after` uses, then compiled; same keys."""
+    """A 200-slot chain is matched in general until `compile_after` uses, then compiled; same keys.
+
+    With the generated Python matcher: the C one costs little to make at any size (next test).
+    """
+    with lg.settings.override(native_match=False):
+        _large_template_waits()
+
+
+def test_c_matchers_come_after_three_matches_at_any_size():
+    """With the C module loaded a 3,001-slot chain (above the Python matcher's limit) gets its C
+    matcher after four general matches (the generated Python: never, above 1,500 slots); the walk's
+    key stays the full walk's."""
+    from cache import tmatch
+    from lazygraph import lean_native
+
+    assert lean_native.match_module() is not None and tmatch.native_ready()
+    assert template.compile_after(200) == 3 and template.compile_after(3001) == 4
+
+    def chain(x):
+        for _ in range(1000):
+            x = lg.sin(x) + 1.0
+        return x
+
+    a0 = np.linspace(0, 1, 6)
+    expected = a0.copy()
+    for _ in range(1000):
+        expected = np.sin(expected) + 1.0
+    for i in range(6):
+        r = chain(lg.asarray(a0))
+        exact([r.node])
+        _, t, nodes = template.find([r.node])
+        if t is not None:
+            assert nodes is not None and t.n == 3001 > tmatch.MAX_SLOTS
+            assert (t.fast is None) == (t.uses < 4), f"{t.uses} uses"
+    assert type(t.fast).__name__ == "Matcher"
+    np.testing.assert_allclose(r.numpy(), expected, rtol=1e-12)
+
+
+def _large_template_waits():
 
     def chain(x):
         for _ in range(100):
