@@ -154,7 +154,7 @@ def compile_matcher(t: Any, buffers_ok: Callable[[Any, tuple], bool]) -> Callabl
         ops = []
         for s in sorted(t.interior, reverse=True):  # consumers first, as the Python text unpacks
             ops += [s, len(t.edges[s]), *t.edges[s]]
-        return native.make(
+        return native.match_make(
             t.n,
             list(t.roots),
             ops,

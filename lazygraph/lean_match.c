@@ -9,7 +9,11 @@
    scalars' types; the held buffers' memoized (static, local id, owner), or `buffers_ok` in
    Python when one differs or memory is shared in the template; distinct nodes where two slots
    could hold the same one. It returns the nodes by slot, None (another structure) or SLOW (a node
-   without its local id, or anything unexpected: the general match decides). */
+   without its local id, or anything unexpected: the general match decides).
+
+   It is compiled into the C recorder's module (lean_native.py puts this text before
+   lean_record.c's, whose method table and init take `MATCH_METHODS` and `match_types_ready`):
+   one build and one load for both. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -18,7 +22,7 @@
 
 static Py_ssize_t off_inputs = -1, off_kid = -1, off_buffer = -1, off_static = -1;
 
-#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+#define MSLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 static int offset_of(PyTypeObject *t, const char *name, Py_ssize_t *out) {
     PyObject *d = PyDict_GetItemString(t->tp_dict, name);
@@ -31,18 +35,18 @@ static int offset_of(PyTypeObject *t, const char *name, Py_ssize_t *out) {
     return 0;
 }
 
-static PyTypeObject *node_type;
+static PyTypeObject *match_node_type;
 
-static PyObject *setup(PyObject *self, PyObject *args) {
+static PyObject *match_setup(PyObject *self, PyObject *args) {
     PyObject *n;
     if (!PyArg_ParseTuple(args, "O!", &PyType_Type, &n)) return NULL;
     PyTypeObject *t = (PyTypeObject *)n;
     if (offset_of(t, "inputs", &off_inputs) < 0 || offset_of(t, "kid", &off_kid) < 0 ||
         offset_of(t, "buffer", &off_buffer) < 0 || offset_of(t, "static", &off_static) < 0)
         return NULL;
-    Py_XDECREF(node_type);
+    Py_XDECREF(match_node_type);
     Py_INCREF(n);
-    node_type = t;
+    match_node_type = t;
     Py_RETURN_NONE;
 }
 
@@ -118,13 +122,13 @@ static int buffers_inline(Matcher *m, PyObject **nodes) {
     int ok = 1;
     for (Py_ssize_t i = 0; i < m->nbuffers && ok; i++) {
         PyObject *node = nodes[m->buffers[i]];
-        PyObject *c = SLOT(node, off_kid);
+        PyObject *c = MSLOT(node, off_kid);
         if (c == NULL || !PyTuple_CheckExact(c) || PyTuple_GET_SIZE(c) < 3) { ok = 0; break; }
         int bad = 0;
         long long id = int_of(PyTuple_GET_ITEM(c, 1), &bad);
         owners[i] = int_of(PyTuple_GET_ITEM(c, 2), &bad);
         if (bad || id != m->bids[i]) { ok = 0; break; }
-        PyObject *mark = SLOT(node, off_static), *want = PyTuple_GET_ITEM(m->bmarks, i);
+        PyObject *mark = MSLOT(node, off_static), *want = PyTuple_GET_ITEM(m->bmarks, i);
         if (mark != want) {
             int eq = mark == NULL ? 0 : PyObject_RichCompareBool(mark, want, Py_EQ);
             if (eq < 0) { if (owners != stack) free(owners); return -1; }
@@ -140,7 +144,7 @@ static int buffers_inline(Matcher *m, PyObject **nodes) {
     return ok;
 }
 
-static PyObject *match(Matcher *m, PyObject *roots) {
+static PyObject *match_nodes(Matcher *m, PyObject *roots) {
     if (m->t == NULL) {  /* cleared by the collector */
         PyErr_SetString(PyExc_RuntimeError, "a cleared matcher");
         return NULL;
@@ -155,20 +159,20 @@ static PyObject *match(Matcher *m, PyObject *roots) {
     /* the structure, by borrowed references (the roots hold the graph; no Python code runs) */
     for (Py_ssize_t i = 0; i < m->nroots; i++) {
         PyObject *r = given[i], **d = &nodes[m->roots[i]];
-        if (!Py_IS_TYPE(r, node_type)) { out = Py_NewRef(m->slow); goto done; }
+        if (!Py_IS_TYPE(r, match_node_type)) { out = Py_NewRef(m->slow); goto done; }
         if (*d == NULL) *d = r;
         else if (*d != r) goto miss;
     }
     for (Py_ssize_t p = 0; p < m->opslen;) {
         PyObject *node = nodes[m->ops[p]];
         Py_ssize_t arity = m->ops[p + 1];
-        PyObject *ins = node == NULL ? NULL : SLOT(node, off_inputs);
+        PyObject *ins = node == NULL ? NULL : MSLOT(node, off_inputs);
         if (ins == NULL || !PyTuple_CheckExact(ins)) { out = Py_NewRef(m->slow); goto done; }
         if (PyTuple_GET_SIZE(ins) != arity) goto miss;
         for (Py_ssize_t k = 0; k < arity; k++) {
             PyObject *x = PyTuple_GET_ITEM(ins, k), **d = &nodes[m->ops[p + 2 + k]];
             if (*d == NULL) {
-                if (!Py_IS_TYPE(x, node_type)) { out = Py_NewRef(m->slow); goto done; }
+                if (!Py_IS_TYPE(x, match_node_type)) { out = Py_NewRef(m->slow); goto done; }
                 *d = x;
             } else if (*d != x) {
                 goto miss;
@@ -179,7 +183,7 @@ static PyObject *match(Matcher *m, PyObject *roots) {
     {
         int differs = 0, unnumbered = 0;
         for (Py_ssize_t i = 0; i < m->nkids; i++) {
-            PyObject *k = SLOT(nodes[m->inner[i]], off_kid);
+            PyObject *k = MSLOT(nodes[m->inner[i]], off_kid);
             if (k == NULL || k == Py_None) { unnumbered = differs = 1; continue; }
             int bad = 0;
             if (int_of(k, &bad) != m->kids[i] || bad) differs = 1;
@@ -190,7 +194,7 @@ static PyObject *match(Matcher *m, PyObject *roots) {
         }
     }
     for (Py_ssize_t i = 0; i < m->nscalars; i++) {
-        PyObject *b = SLOT(nodes[m->scalars[i]], off_buffer);
+        PyObject *b = MSLOT(nodes[m->scalars[i]], off_buffer);
         if (b == NULL || (PyObject *)Py_TYPE(b) != PyTuple_GET_ITEM(m->stypes, i)) goto miss;
     }
     if (m->nmaybe > 1) {
@@ -250,12 +254,12 @@ static PyObject *matcher_call(PyObject *self, PyObject *const *args, size_t narg
         PyErr_SetString(PyExc_TypeError, "a matcher takes the roots only");
         return NULL;
     }
-    return match((Matcher *)self, args[0]);
+    return match_nodes((Matcher *)self, args[0]);
 }
 
 static PyTypeObject MatcherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_lazygraph_match.Matcher",
+    .tp_name = "_lazygraph_lean.Matcher",
     .tp_basicsize = sizeof(Matcher),
     .tp_dealloc = matcher_dealloc,
     .tp_vectorcall_offset = offsetof(Matcher, vectorcall),
@@ -284,7 +288,7 @@ static void *ints_of(PyObject *seq, Py_ssize_t *count, int wide) {
     return out;
 }
 
-static PyObject *make(PyObject *self, PyObject *args) {
+static PyObject *match_make(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     int alias;
     PyObject *roots, *ops, *inner, *kids, *scalars, *stypes, *buffers, *bids, *bmarks, *maybe, *t, *ok, *slow;
@@ -292,7 +296,7 @@ static PyObject *make(PyObject *self, PyObject *args) {
                           &PyTuple_Type, &stypes, &buffers, &bids, &PyTuple_Type, &bmarks, &maybe,
                           &alias, &t, &ok, &slow))
         return NULL;
-    if (node_type == NULL) { PyErr_SetString(PyExc_RuntimeError, "setup() first"); return NULL; }
+    if (match_node_type == NULL) { PyErr_SetString(PyExc_RuntimeError, "match_setup() first"); return NULL; }
     Matcher *m = PyObject_GC_New(Matcher, &MatcherType);
     if (m == NULL) return NULL;
     m->vectorcall = (vectorcallfunc)matcher_call;
@@ -342,17 +346,10 @@ bad:
     return NULL;
 }
 
-static PyMethodDef methods[] = {
-    {"setup", setup, METH_VARARGS, "setup(Node): read the node's slot offsets, before any matcher."},
-    {"make", make, METH_VARARGS,
-     "make(n, roots, ops, inner, kids, scalars, scalar types, buffers, buffer ids, buffer marks, "
+#define MATCH_METHODS \
+    {"match_setup", match_setup, METH_VARARGS, "match_setup(Node): read the node's slot offsets, before any matcher."}, \
+    {"match_make", match_make, METH_VARARGS, \
+     "match_make(n, roots, ops, inner, kids, scalars, scalar types, buffers, buffer ids, buffer marks, " \
      "maybe, alias, template, buffers_ok, SLOW): one template's matcher."},
-    {NULL, NULL, 0, NULL},
-};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lazygraph_match", NULL, -1, methods, NULL, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__lazygraph_match(void) {
-    if (PyType_Ready(&MatcherType) < 0) return NULL;
-    return PyModule_Create(&module);
-}
+static int match_types_ready(void) { return PyType_Ready(&MatcherType); }

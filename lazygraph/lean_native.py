@@ -1,5 +1,5 @@
-"""The lean recorders' hit path (lean_record.c) and the templates' matchers (lean_match.c) as C
-extensions, built by the system compiler.
+"""The lean recorders' hit path (lean_record.c) and the templates' matchers (lean_match.c) as one C
+extension, built by the system compiler.
 
 Recording `a + b` in Python costs about 1.5 us on a slow machine: the recorder's frame, the
 node's, storage's and array's construction, a dozen attribute reads. The C recorder does the
@@ -30,25 +30,31 @@ from ops.settings import SETTINGS
 MODULE = "_lazygraph_lean"
 STORE_DIR = "lean"  # in the kernel cache, beside the JIT's launcher and the element extension
 SOURCE = Path(__file__).with_name("lean_record.c")
-MATCH_MODULE = "_lazygraph_match"
-MATCH_SOURCE = Path(__file__).with_name("lean_match.c")
+MATCH_SOURCE = Path(__file__).with_name("lean_match.c")  # compiled into the same module, first
+
+
+@functools.cache
+def _extension() -> ModuleType | None:
+    """The built module (the matchers' text, then the recorder's), or None: no compiler or
+    headers, or it failed (warned)."""
+    try:
+        text = MATCH_SOURCE.read_text() + SOURCE.read_text()
+        return extension.load(MODULE, text, STORE_DIR, [], "lean recorder C", None)
+    except ImportError:
+        return None  # no compiler or no Python.h: recording and matching stay in Python, as documented
+    except (compile_c.CompileError, OSError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        warnings.warn(
+            f"lazygraph: the C recorder and matcher are unavailable ({first}); they stay in Python",
+            stacklevel=2,
+        )
+        return None
 
 
 @functools.cache
 def module() -> ModuleType | None:
-    """The loaded extension, or None (switched off, no compiler or headers, or it failed: warned)."""
-    if not SETTINGS.native_record:
-        return None
-    try:
-        return extension.load(MODULE, SOURCE.read_text(), STORE_DIR, [], "lean recorder C", None)
-    except ImportError:
-        return None  # no compiler or no Python.h: recording stays in Python, as documented
-    except (compile_c.CompileError, OSError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        warnings.warn(
-            f"lazygraph: the C recorder is unavailable ({first}); recording stays in Python", stacklevel=2
-        )
-        return None
+    """The loaded extension for the recorders, or None (switched off, or no extension)."""
+    return _extension() if SETTINGS.native_record else None
 
 
 @functools.cache
@@ -72,31 +78,20 @@ def wrap(arity: int, opdef: Any, memo: dict, python: Any, swap: bool, shared: Ca
 
 @functools.cache
 def match_module() -> ModuleType | None:
-    """The templates' C matchers (cache/tmatch.py `NATIVE`), or None: switched off, or no compiler.
+    """The extension for the templates' matchers (cache/tmatch.py `NATIVE`), or None (no extension).
 
-    Asked for when the first template's matcher is compiled (on the background worker when it
-    runs), not at import: a program whose structures never recur builds nothing.
+    The recorders load it at import; with `LAZYGRAPH_NATIVE_RECORD=0` it is loaded when the first
+    template's matcher is compiled (on the background worker when it runs).
     """
-    if not SETTINGS.native_match:
-        return None
-    try:
-        m = extension.load(MATCH_MODULE, MATCH_SOURCE.read_text(), STORE_DIR, [], "template matcher C", None)
-    except ImportError:
-        return None
-    except (compile_c.CompileError, OSError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        warnings.warn(
-            f"lazygraph: the C template matcher is unavailable ({first}); templates match in Python",
-            stacklevel=2,
-        )
-        return None
-    m.setup(Node)
+    m = _extension()
+    if m is not None:
+        m.match_setup(Node)
     return m
 
 
 def native_matcher(loaded_only: bool = False) -> ModuleType | None:
     """`match_module()` as the setting stands now (a test switches it off and back); with
-    `loaded_only`, None until it has been loaded (asking must not build it on a hit path)."""
-    if not SETTINGS.native_match or loaded_only and match_module.cache_info().currsize == 0:
+    `loaded_only`, None until the extension has been loaded (asking must not build it on a hit path)."""
+    if not SETTINGS.native_match or loaded_only and _extension.cache_info().currsize == 0:
         return None
     return match_module()

@@ -376,6 +376,9 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(Node, Storage, Array, plain types, SCALAR, grad state, hint_of, "
      "note_origin, f64, i64, small-int signature, HOST): once, before any recorder."},
     {"make", make, METH_VARARGS, "make(arity, swap, opdef, memo, python): one operator's recorder."},
+#ifdef MATCH_METHODS
+    MATCH_METHODS  /* the templates' matchers (lean_match.c, compiled before this text) */
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -383,6 +386,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lazygraph_lean", NU
 
 PyMODINIT_FUNC PyInit__lazygraph_lean(void) {
     if (PyType_Ready(&RecorderType) < 0) return NULL;
+#ifdef MATCH_METHODS
+    if (match_types_ready() < 0) return NULL;
+#endif
     str_node = PyUnicode_InternFromString("node");
     str_enabled = PyUnicode_InternFromString("enabled");
     one = PyLong_FromLong(1);

@@ -347,6 +347,8 @@ def test_c_matcher_tables_are_checked_and_odd_roots_go_to_the_general_match(matc
     assert t.fast([object()]) is SLOW and t.fast((roots[0],)) is not None
     assert t.fast([]) is None
     with pytest.raises(ValueError, match="out of range"):
-        native.make(2, [5], [], [], [], [], (), [], [], (), [], False, t, template.buffers_ok, SLOW)
+        native.match_make(2, [5], [], [], [], [], (), [], [], (), [], False, t, template.buffers_ok, SLOW)
     with pytest.raises(ValueError, match="out of range"):
-        native.make(2, [1], [1, 3, 0], [1], [7], [], (), [], [], (), [], False, t, template.buffers_ok, SLOW)
+        native.match_make(
+            2, [1], [1, 3, 0], [1], [7], [], (), [], [], (), [], False, t, template.buffers_ok, SLOW
+        )
