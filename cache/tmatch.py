@@ -1,4 +1,5 @@
-"""A template's matcher as straight-line Python: the hit path at a few tens of nanoseconds per node.
+"""A template's matcher as straight-line Python, or the same checks in C: the hit path at a few tens
+of nanoseconds per node.
 
 `template.match` verifies a graph against a template with bulk operations over lists (one
 C-level pass each: inputs, local ids, leaves, distinctness), about 0.25 us per node warm and
@@ -19,7 +20,10 @@ its numbering alone, compiled once (`compile_matcher`), doing the same checks on
   down, which ends at a buffer with its own memory owner or at the template's distinct ones).
 
 Everything the general match checks is checked, so a structural difference still misses; the
-generated text holds only integers and fixed names (no data of the graph's values).
+generated text holds only integers and fixed names (no data of the graph's values). When the C
+extension is loaded (`NATIVE`, lazygraph/lean_match.c) the template gets a C matcher instead, made
+from the same tables: the same checks in the same order, three to four times faster, and cheap
+enough to make (about 1.5 us a slot) that `template.compile_after` stops growing with the size.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 /* A template's matcher in C (cache/tmatch.py describes the checks; lazygraph/lean_native.py
-   builds and loads this module).
+   builds and loads it).
 
    The generated Python matcher costs about 0.13 us a slot with warm caches and three times that
    right after a large step's kernels, most of it the interpreter's own traffic. This one does
@@ -9,7 +9,8 @@
    scalars' types; the held buffers' memoized (static, local id, owner), or `buffers_ok` in
    Python when one differs or memory is shared in the template; distinct nodes where two slots
    could hold the same one. It returns the nodes by slot, None (another structure) or SLOW (a node
-   without its local id, or anything unexpected: the general match decides).
+   without its local id, or anything unexpected: the general match decides). Each node is owned
+   by the result list from the moment it lands in its slot.
 
    It is compiled into the C recorder's module (lean_native.py puts this text before
    lean_record.c's, whose method table and init take `MATCH_METHODS` and `match_types_ready`):
@@ -150,36 +151,38 @@ static PyObject *match_nodes(Matcher *m, PyObject *roots) {
         return NULL;
     }
     if (!(PyList_CheckExact(roots) || PyTuple_CheckExact(roots))) return Py_NewRef(m->slow);
-    if (PySequence_Fast_GET_SIZE(roots) != m->nroots) Py_RETURN_NONE;
-    PyObject **given = PySequence_Fast_ITEMS(roots);
-    PyObject *stack[STACK_SLOTS], **nodes = stack;
-    if (m->n > STACK_SLOTS && (nodes = malloc(sizeof(PyObject *) * m->n)) == NULL) return PyErr_NoMemory();
-    memset(nodes, 0, sizeof(PyObject *) * m->n);
-    PyObject *out = NULL;
-    /* the structure, by borrowed references (the roots hold the graph; no Python code runs) */
+    /* the result first: each node is owned from the moment it lands in its slot, so nothing an
+       allocation or a comparison runs (a collection's finalizers, a mark's __eq__) can free one */
+    PyObject *out = PyList_New(m->n);
+    if (out == NULL) return NULL;
+    PyObject **nodes = ((PyListObject *)out)->ob_item, **given = PySequence_Fast_ITEMS(roots);
+    PyObject *answer = Py_None;  /* what a failed match returns: None, or SLOW */
+    if (PySequence_Fast_GET_SIZE(roots) != m->nroots) goto fail;
     for (Py_ssize_t i = 0; i < m->nroots; i++) {
         PyObject *r = given[i], **d = &nodes[m->roots[i]];
-        if (!Py_IS_TYPE(r, match_node_type)) { out = Py_NewRef(m->slow); goto done; }
-        if (*d == NULL) *d = r;
-        else if (*d != r) goto miss;
+        if (!Py_IS_TYPE(r, match_node_type)) { answer = m->slow; goto fail; }
+        if (*d == NULL) *d = Py_NewRef(r);
+        else if (*d != r) goto fail;
     }
     for (Py_ssize_t p = 0; p < m->opslen;) {
         PyObject *node = nodes[m->ops[p]];
         Py_ssize_t arity = m->ops[p + 1];
         PyObject *ins = node == NULL ? NULL : MSLOT(node, off_inputs);
-        if (ins == NULL || !PyTuple_CheckExact(ins)) { out = Py_NewRef(m->slow); goto done; }
-        if (PyTuple_GET_SIZE(ins) != arity) goto miss;
+        if (ins == NULL || !PyTuple_CheckExact(ins)) { answer = m->slow; goto fail; }
+        if (PyTuple_GET_SIZE(ins) != arity) goto fail;
         for (Py_ssize_t k = 0; k < arity; k++) {
             PyObject *x = PyTuple_GET_ITEM(ins, k), **d = &nodes[m->ops[p + 2 + k]];
             if (*d == NULL) {
-                if (!Py_IS_TYPE(x, match_node_type)) { out = Py_NewRef(m->slow); goto done; }
-                *d = x;
+                if (!Py_IS_TYPE(x, match_node_type)) { answer = m->slow; goto fail; }
+                *d = Py_NewRef(x);
             } else if (*d != x) {
-                goto miss;
+                goto fail;
             }
         }
         p += 2 + arity;
     }
+    for (Py_ssize_t s = 0; s < m->n; s++)
+        if (nodes[s] == NULL) { answer = m->slow; goto fail; }  /* a slot no root reaches: not this template */
     {
         int differs = 0, unnumbered = 0;
         for (Py_ssize_t i = 0; i < m->nkids; i++) {
@@ -189,19 +192,19 @@ static PyObject *match_nodes(Matcher *m, PyObject *roots) {
             if (int_of(k, &bad) != m->kids[i] || bad) differs = 1;
         }
         if (differs) {
-            out = Py_NewRef(unnumbered ? m->slow : Py_None);
-            goto done;
+            if (unnumbered) answer = m->slow;
+            goto fail;
         }
     }
     for (Py_ssize_t i = 0; i < m->nscalars; i++) {
         PyObject *b = MSLOT(nodes[m->scalars[i]], off_buffer);
-        if (b == NULL || (PyObject *)Py_TYPE(b) != PyTuple_GET_ITEM(m->stypes, i)) goto miss;
+        if (b == NULL || (PyObject *)Py_TYPE(b) != PyTuple_GET_ITEM(m->stypes, i)) goto fail;
     }
     if (m->nmaybe > 1) {
         PyObject *few[STACK_SLOTS], **seen = few;
         if (m->nmaybe > STACK_SLOTS && (seen = malloc(sizeof(PyObject *) * m->nmaybe)) == NULL) {
             PyErr_NoMemory();
-            goto done;
+            goto error;
         }
         for (Py_ssize_t i = 0; i < m->nmaybe; i++) seen[i] = nodes[m->maybe[i]];
         qsort(seen, (size_t)m->nmaybe, sizeof(PyObject *), cmp_ptr);
@@ -209,44 +212,31 @@ static PyObject *match_nodes(Matcher *m, PyObject *roots) {
         for (Py_ssize_t i = 1; i < m->nmaybe; i++)
             if (seen[i] == seen[i - 1]) { same = 1; break; }
         if (seen != few) free(seen);
-        if (same) goto miss;
-    }
-    /* owned from here: the buffers' checks may call Python */
-    out = PyList_New(m->n);
-    if (out == NULL) goto done;
-    for (Py_ssize_t s = 0; s < m->n; s++) {
-        if (nodes[s] == NULL) {  /* every slot is reached from the roots: a template error */
-            Py_CLEAR(out);
-            out = Py_NewRef(m->slow);
-            goto done;
-        }
-        PyList_SET_ITEM(out, s, Py_NewRef(nodes[s]));
+        if (same) goto fail;
     }
     if (m->nbuffers) {
-        PyObject **owned = ((PyListObject *)out)->ob_item;
-        int ok = m->alias ? 0 : buffers_inline(m, owned);
-        if (ok < 0) { Py_CLEAR(out); goto done; }
+        int ok = m->alias ? 0 : buffers_inline(m, nodes);
+        if (ok < 0) goto error;
         if (!ok) {
             PyObject *held = PyTuple_New(m->nbuffers);
-            if (held == NULL) { Py_CLEAR(out); goto done; }
+            if (held == NULL) goto error;
             for (Py_ssize_t i = 0; i < m->nbuffers; i++)
-                PyTuple_SET_ITEM(held, i, Py_NewRef(owned[m->buffers[i]]));
+                PyTuple_SET_ITEM(held, i, Py_NewRef(nodes[m->buffers[i]]));
             PyObject *r = PyObject_CallFunctionObjArgs(m->buffers_ok, m->t, held, NULL);
             Py_DECREF(held);
             int yes = r == NULL ? -1 : PyObject_IsTrue(r);
             Py_XDECREF(r);
-            if (yes <= 0) {
-                Py_CLEAR(out);
-                if (yes == 0) out = Py_NewRef(Py_None);
-            }
+            if (yes < 0) goto error;
+            if (yes == 0) goto fail;
         }
     }
-    goto done;
-miss:
-    out = Py_NewRef(Py_None);
-done:
-    if (nodes != stack) free(nodes);
     return out;
+fail:
+    Py_DECREF(out);
+    return Py_NewRef(answer);
+error:
+    Py_DECREF(out);
+    return NULL;
 }
 
 static PyObject *matcher_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
