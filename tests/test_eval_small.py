@@ -98,17 +98,10 @@ def test_c_matchers_come_after_three_matches_at_any_size():
     assert lean_native.match_module() is not None and tmatch.native_ready()
     assert template.compile_after(200) == 3 and template.compile_after(3001) == 4
 
-    def chain(x):
-        for _ in range(1000):
-            x = lg.sin(x) + 1.0
-        return x
-
     a0 = np.linspace(0, 1, 6)
-    expected = a0.copy()
-    for _ in range(1000):
-        expected = np.sin(expected) + 1.0
+    expected = sin_chain(np, a0, 1000)
     for i in range(6):
-        r = chain(lg.asarray(a0))
+        r = sin_chain(lg, lg.asarray(a0), 1000)
         exact([r.node])
         _, t, nodes = template.find([r.node])
         if t is not None:
@@ -118,20 +111,19 @@ def test_c_matchers_come_after_three_matches_at_any_size():
     np.testing.assert_allclose(r.numpy(), expected, rtol=1e-12)
 
 
+def sin_chain(xp, x, rounds: int):
+    """`rounds` of sin(x) + 1.0 (two operations and a scalar each), with lazygraph or NumPy."""
+    for _ in range(rounds):
+        x = xp.sin(x) + 1.0
+    return x
+
+
 def _large_template_waits():
-
-    def chain(x):
-        for _ in range(100):
-            x = lg.sin(x) + 1.0
-        return x
-
     a0 = np.linspace(0, 1, 6)
-    expected = a0.copy()
-    for _ in range(100):
-        expected = np.sin(expected) + 1.0
+    expected = sin_chain(np, a0, 100)
     n = None
     for i in range(template.compile_after(202) + 2):
-        r = chain(lg.asarray(a0))
+        r = sin_chain(lg, lg.asarray(a0), 100)
         exact([r.node])
         _, t, nodes = template.find([r.node])
         if t is not None:
