@@ -282,6 +282,7 @@ class Settings:
         with self._lock:
             for name in FIELDS:
                 self.__dict__.pop(name, None)
+            _changed()
 
     def update(self, **changes: Any) -> dict[str, Any]:
         """Set fields for this process (validated like the environment); returns the old user values."""
@@ -300,6 +301,7 @@ class Settings:
                 else:
                     self._user[name] = value
                     self.__dict__[name] = value
+            _changed()
         return old
 
     @contextmanager
@@ -331,6 +333,38 @@ def _coerce(name: str, field: Field, value: Any) -> Any:
 
 #: the process's settings
 SETTINGS = Settings()
+
+#: `HOT[0]`: the settings every evaluation reads, as `hot()` builds them, or None after a change.
+#: A `Settings` attribute goes through its `__getattr__` hook: about 0.5 us each with the caches
+#: cold from the previous run, 7 us for the engine's dozen reads; one global list and a tuple cost
+#: two cache lines.
+HOT: list = [None]
+_generation = [0]
+
+
+def _changed() -> None:
+    """Drop the hot tuple (under the settings' lock): the next evaluation rebuilds it."""
+    _generation[0] += 1
+    HOT[0] = None
+
+
+def hot() -> tuple:
+    """(debug, cache, optimize, schedule, default key, measure), kept in `HOT[0]` until a change.
+
+    "default key": the optimizer, scheduler, TASO superoptimizer with its analytic costs and the
+    JIT at their defaults, so a host graph's structural key alone names its program.
+    """
+    gen = _generation[0]
+    s = SETTINGS
+    default = s.optimize and s.schedule and s.superopt and s.superopt_search == "taso"
+    default = bool(
+        default and s.jit and s.jit_min_size == 1 and not s.fast_math and s.superopt_cost == "analytic"
+    )
+    h = (s.debug, s.cache, s.optimize, s.schedule, default, s.measure)
+    with s._lock:
+        if _generation[0] == gen:  # no change while it was read: keep it
+            HOT[0] = h
+    return h
 
 
 def debug_level() -> int:

@@ -33,8 +33,9 @@ from lazygraph.engine.meter import Meter
 from lazygraph.engine.program import Program
 from lazygraph.engine.state import ENGINE, Engine
 from lazygraph.engine.threads import _DEREF, RECORDING
-from ops import collective
+from ops import collective, settings
 from ops.node import HOST, Node
+from ops.settings import HOT as _HOT
 from ops.settings import SETTINGS
 from optimizer.rewrite.report import REPORT
 
@@ -238,14 +239,11 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     if not w.interior:
         return
     t1 = time.perf_counter()
-    verbose = SETTINGS.debug
+    verbose, mode, opt, sched, default, measure = _HOT[0] or settings.hot()
     if verbose >= 3:
         debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
-    mode, opt, sched = SETTINGS.cache, SETTINGS.optimize, SETTINGS.schedule
-    cfg = SETTINGS  # the default superoptimizer and JIT settings (both variants None), inline
-    plain = opt and sched and dev is HOST and cfg.superopt and cfg.superopt_search == "taso"
-    plain = plain and cfg.jit and cfg.jit_min_size == 1 and not cfg.fast_math
-    key = w.key if plain and cfg.superopt_cost == "analytic" else _memory_key(w, opt, sched, dev)
+    # the default superoptimizer and JIT settings (both variants None): the structural key alone
+    key = w.key if default and dev is HOST else _memory_key(w, opt, sched, dev)
     entry = None
     talks = None
     keep = None  # a miss needs it to compile; on a hit it is computed as part of the run (timed so)
@@ -303,7 +301,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     # runs are metered until a layout is learnt for these kept values, and when asked for; a
     # time-boxed program learns none (planning its buffers cost first calls more than the run:
     # the full program replaces it), it runs as NumPy would, freeing each value after its last use
-    meter = Meter() if verbose >= 1 or SETTINGS.measure or (layout is None and not partial) else None
+    meter = Meter() if verbose >= 1 or measure or (layout is None and not partial) else None
     # _quiet(), inline for the common case (a frame less on every evaluation)
     quiet = _IGNORING.get(_EXTOBJ.get()) if _EXTOBJ is not None else None
     token = _EXTOBJ.set(quiet) if quiet is not None else _quiet()
