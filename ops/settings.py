@@ -334,7 +334,7 @@ def _coerce(name: str, field: Field, value: Any) -> Any:
 #: the process's settings
 SETTINGS = Settings()
 
-#: `HOT[0]`: the settings every evaluation reads, as `hot()` builds them, or None after a change.
+#: `HOT[0]`: the settings every evaluation reads, as `hot(build)` read them, or None after a change.
 #: A `Settings` attribute goes through its `__getattr__` hook: about 0.5 us each with the caches
 #: cold from the previous run, 7 us for the engine's dozen reads; one global list and a tuple cost
 #: two cache lines.
@@ -348,20 +348,11 @@ def _changed() -> None:
     HOT[0] = None
 
 
-def hot() -> tuple:
-    """(debug, cache, optimize, schedule, default key, measure), kept in `HOT[0]` until a change.
-
-    "default key": the optimizer, scheduler, TASO superoptimizer with its analytic costs and the
-    JIT at their defaults, so a host graph's structural key alone names its program.
-    """
+def hot(build: Callable[[], tuple]) -> tuple:
+    """`build()` (the engine's reading of the settings it needs), kept in `HOT[0]` until a change."""
     gen = _generation[0]
-    s = SETTINGS
-    default = s.optimize and s.schedule and s.superopt and s.superopt_search == "taso"
-    default = bool(
-        default and s.jit and s.jit_min_size == 1 and not s.fast_math and s.superopt_cost == "analytic"
-    )
-    h = (s.debug, s.cache, s.optimize, s.schedule, default, s.measure)
-    with s._lock:
+    h = build()
+    with SETTINGS._lock:
         if _generation[0] == gen:  # no change while it was read: keep it
             HOT[0] = h
     return h

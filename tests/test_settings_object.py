@@ -113,7 +113,11 @@ def test_gc_freeze_is_a_process_policy_that_can_be_turned_off() -> None:
 def test_the_engines_settings_tuple_follows_every_change(monkeypatch, memory_cache):
     """Evaluations read their settings from one tuple (`ops.settings.HOT`): every way of changing a
     setting drops it, and the next evaluation acts on the new value."""
+    from lazygraph.engine.evaluate import settings_now
     from ops import settings as S
+
+    def hot() -> tuple:
+        return S.hot(settings_now)
 
     x = np.arange(6.0)
 
@@ -127,10 +131,10 @@ def test_the_engines_settings_tuple_follows_every_change(monkeypatch, memory_cac
         assert S.HOT[0] is None
         assert misses() == first + 1  # the optimizer off is another entry
         assert S.HOT[0][2] is False
-    assert S.HOT[0] is None and S.hot()[2] is True and misses() == first + 1
+    assert S.HOT[0] is None and hot()[2] is True and misses() == first + 1
     monkeypatch.setenv("LAZYGRAPH_DEBUG", "2")  # a reload (tests/conftest.py): the same as the API
-    assert S.HOT[0] is None and S.hot()[0] == 2
+    assert S.HOT[0] is None and hot()[0] == 2
     monkeypatch.setenv("LAZYGRAPH_JIT", "1")  # memory_cache turned it off
-    assert S.hot()[4] is True  # every default: the structural key alone
+    assert hot()[4] is True  # every default: the structural key alone
     monkeypatch.setenv("LAZYGRAPH_JIT_MIN_SIZE", "7")
-    assert S.hot()[4] is False  # the JIT's variant marks the key
+    assert hot()[4] is False  # the JIT's variant marks the key

@@ -103,6 +103,15 @@ def _jit_variant() -> str | None:
     return None
 
 
+def settings_now() -> tuple:
+    """(debug, cache, optimize, schedule, default key, measure): what every evaluation reads, as
+    one tuple (ops/settings.py `HOT`); "default key": no variant marks the key, so a host graph's
+    structural key alone names its program."""
+    s = SETTINGS
+    default = s.optimize and s.schedule and _variant() is None and _jit_variant() is None
+    return (s.debug, s.cache, s.optimize, s.schedule, bool(default), s.measure)
+
+
 def _memory_key(w: Walk, opt: bool, sched: bool, dev: str = HOST) -> tuple:
     """The in-process key, marked when the optimizer or planner is off or set otherwise, or the
     device not the host."""
@@ -239,7 +248,7 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
     if not w.interior:
         return
     t1 = time.perf_counter()
-    verbose, mode, opt, sched, default, measure = _HOT[0] or settings.hot()
+    verbose, mode, opt, sched, default, measure = _HOT[0] or settings.hot(settings_now)
     if verbose >= 3:
         debug.log("graph:\n  " + "\n  ".join(debug.graph_lines(roots)), at=3)
     # the default superoptimizer and JIT settings (both variants None): the structural key alone
