@@ -7,7 +7,10 @@ image at a time is laid out padded and channel-last in a private buffer (a few t
 in L1/L2), and a register tile of the product is accumulated straight from it: each
 pixel's window row is a contiguous run of kW*C values of that buffer, so the "columns" are
 just six pointers. Forward: 6 output pixels x VW*NV output channels, broadcasts from the
-image, vectors from the (kH*kW*C, O) weight matrix. Weight gradient: 6 window elements x
+image, vectors from the weights packed block by block ((O / (VW*NV), kH*kW*C, VW*NV)), one
+window row's slice of a block at a time so that it stays in L1 (1.25-1.5x faster than
+sweeping the whole window per tile, whose (kH*kW*C, O) matrix spilled L2: conv 5x5 64 -> 64
+on 14 x 14, batch 256, 2 threads, 112 -> 160 GFLOP/s). Weight gradient: 6 window elements x
 VW*NV output channels, broadcasts from the image, vectors from the image's cotangent laid
 out pixel-major, summed over the image's pixels into a per-thread (K, O) block. VW is the
 vector's float32 lanes (16 with AVX-512F, 8 with AVX2 and FMA) and NV the vectors per tile
@@ -121,34 +124,25 @@ static void pad_nhwc(const T *xn, int64_t C, int64_t H, int64_t W, T *xp) {
 
 # acc[r][v] += a_r[j] * b[j][v]: R rows of broadcasts, NV vectors of VW columns per step
 _FWD_TILE = """
-static inline __attribute__((always_inline)) void fwd_tile(const int R, const T *const *base, const T *wm,
-    int64_t C, int64_t O, int64_t WP, T *yl, int64_t ldy) {
+static inline __attribute__((always_inline)) void fwd_tile(const int R, const T *const *base, const T *wk,
+    int64_t len, int first, T *yl, int64_t ldy) {
   V acc[6][NV];
   #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
     #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) acc[r][v] = VZERO();
-  for (int kh = 0; kh < KH; kh++) {
-    /* undilated, a window row is one run of KW*C values; dilated, KW runs of C */
-    const int runs = DW == 1 ? 1 : KW;
-    const int64_t len = DW == 1 ? KW * C : C;
-    for (int q = 0; q < runs; q++) {
-      const int64_t off = (kh * DH * WP + q * DW) * C;
-      const T *wk = wm + ((int64_t)kh * KW + q) * C * O;
-      const T *a[6];
-      #pragma GCC unroll 6
-      for (int r = 0; r < R; r++) a[r] = base[r] + off;
-      for (int64_t j = 0; j < len; j++) {
-        V b[NV];
-        #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) b[v] = VLOAD(wk + j * O + VW * v);
-        #pragma GCC unroll 6
-        for (int r = 0; r < R; r++) {
-          const V s = VSET1(a[r][j]);
-          #pragma GCC unroll 4
-          for (int v = 0; v < NV; v++) acc[r][v] = VFMA(s, b[v], acc[r][v]);
-        }
-      }
+    for (int v = 0; v < NV; v++) acc[r][v] = first ? VZERO() : VLOAD(yl + r * ldy + VW * v);
+  const T *a[6];
+  #pragma GCC unroll 6
+  for (int r = 0; r < R; r++) a[r] = base[r];
+  for (int64_t j = 0; j < len; j++) {
+    V b[NV];
+    #pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) b[v] = VLOAD(wk + j * (VW * NV) + VW * v);
+    #pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      const V s = VSET1(a[r][j]);
+      #pragma GCC unroll 4
+      for (int v = 0; v < NV; v++) acc[r][v] = VFMA(s, b[v], acc[r][v]);
     }
   }
   #pragma GCC unroll 6
@@ -160,7 +154,7 @@ static inline __attribute__((always_inline)) void fwd_tile(const int R, const T 
 
 _FWD_BODY = """  const T *x = (const T *)ptrs[0], *wm = (const T *)ptrs[1], *b = (const T *)ptrs[2]; T *y = (T *)ptrs[3];
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], O = dims[4], HO = dims[5], WO = dims[6];
-  const int64_t HP = H + 2 * PH, WP = W + 2 * PW, M = HO * WO;
+  const int64_t HP = H + 2 * PH, WP = W + 2 * PW, M = HO * WO, K = KH * KW * C;
   #pragma omp parallel
   {
     T *xp = (T *)malloc(sizeof(T) * (HP * WP * C + 16));
@@ -168,22 +162,35 @@ _FWD_BODY = """  const T *x = (const T *)ptrs[0], *wm = (const T *)ptrs[1], *b =
     #pragma omp for schedule(dynamic, 1)
     for (int64_t n = 0; n < N; n++) {
       pad_nhwc(x + n * C * H * W, C, H, W, xp);
-      for (int64_t p0 = 0; p0 < M; p0 += 6) {
-        const int R = M - p0 < 6 ? (int)(M - p0) : 6;
-        const T *base[6];
-        for (int r = 0; r < R; r++) {
-          const int64_t p = p0 + r, oh = p / WO, ow = p % WO;
-          base[r] = xp + (oh * SH * WP + ow * SW) * C;
-        }
-        for (int64_t ob = 0; ob < O; ob += VW * NV) {
-          T *dst = yl + p0 * O + ob;
-          switch (R) {
-            case 6: fwd_tile(6, base, wm + ob, C, O, WP, dst, O); break;
-            case 5: fwd_tile(5, base, wm + ob, C, O, WP, dst, O); break;
-            case 4: fwd_tile(4, base, wm + ob, C, O, WP, dst, O); break;
-            case 3: fwd_tile(3, base, wm + ob, C, O, WP, dst, O); break;
-            case 2: fwd_tile(2, base, wm + ob, C, O, WP, dst, O); break;
-            default: fwd_tile(1, base, wm + ob, C, O, WP, dst, O); break;
+      /* one block of output channels, then one window row at a time: that row's slice of the
+         block's weights (KW*C x VW*NV, 20 KB at C = 64 with AVX2) stays in L1 while every
+         pixel's tile passes; the tiles' partial sums wait in yl (the same additions in the
+         same order as one pass over the whole window: float32 in registers or in memory) */
+      for (int64_t ob = 0; ob < O; ob += VW * NV) {
+        const T *ws = wm + ob * K;  /* this block's (K, VW*NV) slice, contiguous */
+        const int runs = DW == 1 ? 1 : KW;
+        const int64_t len = DW == 1 ? KW * C : C;
+        for (int kh = 0; kh < KH; kh++)
+        for (int q = 0; q < runs; q++) {
+          const int64_t off = (kh * DH * WP + q * DW) * C;
+          const T *wk = ws + ((int64_t)kh * KW + q) * C * (VW * NV);
+          const int first = kh == 0 && q == 0;
+          for (int64_t p0 = 0; p0 < M; p0 += 6) {
+            const int R = M - p0 < 6 ? (int)(M - p0) : 6;
+            const T *base[6];
+            for (int r = 0; r < R; r++) {
+              const int64_t p = p0 + r, oh = p / WO, ow = p % WO;
+              base[r] = xp + (oh * SH * WP + ow * SW) * C + off;
+            }
+            T *dst = yl + p0 * O + ob;
+            switch (R) {
+              case 6: fwd_tile(6, base, wk, len, first, dst, O); break;
+              case 5: fwd_tile(5, base, wk, len, first, dst, O); break;
+              case 4: fwd_tile(4, base, wk, len, first, dst, O); break;
+              case 3: fwd_tile(3, base, wk, len, first, dst, O); break;
+              case 2: fwd_tile(2, base, wk, len, first, dst, O); break;
+              default: fwd_tile(1, base, wk, len, first, dst, O); break;
+            }
           }
         }
       }
@@ -201,23 +208,29 @@ _FWD_BODY = """  const T *x = (const T *)ptrs[0], *wm = (const T *)ptrs[1], *b =
 
 # acc[r][v] += x[pixel p, window element k0+r] * g[p][v], over the image's pixels
 _WGT_TILE = """
-static inline __attribute__((always_inline)) void wgt_tile(const int R, const T *xk, const int64_t *poff,
-    const T *gl, int64_t M, int64_t O, T *S) {
+static inline __attribute__((always_inline)) void wgt_tile(const int R, const T *xk, int64_t C, int64_t WP,
+    int64_t WO, const T *gl, int64_t M, int64_t O, T *S) {
   V acc[6][NV];
   #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
     #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) acc[r][v] = VLOAD(S + r * O + VW * v);
-  for (int64_t p = 0; p < M; p++) {
-    V g[NV];
-    #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) g[v] = VLOAD(gl + p * (VW * NV) + VW * v);
-    const T *a = xk + poff[p];
-    #pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-      const V s = VSET1(a[r]);
+  /* pixel by pixel in row-major order; along an output row a pixel's window starts SW*C
+     values after the previous one's: a pointer step and six broadcasts at fixed offsets (a
+     table of pixel offsets cost an index load and six address computations a step) */
+  const int64_t HO = WO > 0 ? M / WO : 0;
+  for (int64_t oh = 0; oh < HO; oh++) {
+    const T *a = xk + oh * SH * WP * C, *gp = gl + oh * WO * (VW * NV);
+    for (int64_t ow = 0; ow < WO; ow++, a += SW * C, gp += VW * NV) {
+      V g[NV];
       #pragma GCC unroll 4
-      for (int v = 0; v < NV; v++) acc[r][v] = VFMA(s, g[v], acc[r][v]);
+      for (int v = 0; v < NV; v++) g[v] = VLOAD(gp + VW * v);
+      #pragma GCC unroll 6
+      for (int r = 0; r < R; r++) {
+        const V s = VSET1(a[r]);
+        #pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[r][v] = VFMA(s, g[v], acc[r][v]);
+      }
     }
   }
   #pragma GCC unroll 6
@@ -230,8 +243,6 @@ static inline __attribute__((always_inline)) void wgt_tile(const int R, const T 
 _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *part = (T *)ptrs[2];
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], O = dims[4], HO = dims[5], WO = dims[6];
   const int64_t HP = H + 2 * PH, WP = W + 2 * PW, M = HO * WO, K = KH * KW * C, NT = dims[7];
-  int64_t *poff = (int64_t *)malloc(sizeof(int64_t) * (M > 0 ? M : 1));
-  for (int64_t p = 0; p < M; p++) poff[p] = ((p / WO) * SH * WP + (p % WO) * SW) * C;
   /* part: one (K, O) block of sums per thread, window elements in (kh, kw, c) order */
   #pragma omp parallel num_threads(NT)
   {
@@ -262,12 +273,12 @@ _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *pa
             {
               T *dst = Sk + c0 * O + ob;
               switch (R) {
-                case 6: wgt_tile(6, xk + c0, poff, gl + ob * M, M, O, dst); break;
-                case 5: wgt_tile(5, xk + c0, poff, gl + ob * M, M, O, dst); break;
-                case 4: wgt_tile(4, xk + c0, poff, gl + ob * M, M, O, dst); break;
-                case 3: wgt_tile(3, xk + c0, poff, gl + ob * M, M, O, dst); break;
-                case 2: wgt_tile(2, xk + c0, poff, gl + ob * M, M, O, dst); break;
-                default: wgt_tile(1, xk + c0, poff, gl + ob * M, M, O, dst); break;
+                case 6: wgt_tile(6, xk + c0, C, WP, WO, gl + ob * M, M, O, dst); break;
+                case 5: wgt_tile(5, xk + c0, C, WP, WO, gl + ob * M, M, O, dst); break;
+                case 4: wgt_tile(4, xk + c0, C, WP, WO, gl + ob * M, M, O, dst); break;
+                case 3: wgt_tile(3, xk + c0, C, WP, WO, gl + ob * M, M, O, dst); break;
+                case 2: wgt_tile(2, xk + c0, C, WP, WO, gl + ob * M, M, O, dst); break;
+                default: wgt_tile(1, xk + c0, C, WP, WO, gl + ob * M, M, O, dst); break;
               }
             }
           }
@@ -276,7 +287,6 @@ _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *pa
     }
     free(xp); free(gl);
   }
-  free(poff);
 }
 """
 
@@ -324,7 +334,11 @@ def forward(
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     ho, wo = out_hw((h, wd), (kh, kw), s, p, d)
-    wm = np.ascontiguousarray(np.transpose(w, (2, 3, 1, 0)).reshape(kh * kw * c, o))
+    blk = _nv(o) * vector_width()
+    # (O / blk, K, blk): each block of output channels' weights one contiguous run, window
+    # elements in (kh, kw, c) order
+    wm = np.transpose(w, (2, 3, 1, 0)).reshape(kh * kw * c, o // blk, blk).transpose(1, 0, 2)
+    wm = np.ascontiguousarray(wm)
     ok = out is not None and out.shape == (n, o, ho, wo) and out.dtype == x.dtype and out.flags.c_contiguous
     y = out if ok else np.empty((n, o, ho, wo), dtype=x.dtype)
     fn = function(_fwd_source, (x.dtype,), (kh, kw), s, p, d, (_nv(o), vector_width()))
