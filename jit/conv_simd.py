@@ -124,25 +124,34 @@ static void pad_nhwc(const T *xn, int64_t C, int64_t H, int64_t W, T *xp) {
 
 # acc[r][v] += a_r[j] * b[j][v]: R rows of broadcasts, NV vectors of VW columns per step
 _FWD_TILE = """
-static inline __attribute__((always_inline)) void fwd_tile(const int R, const T *const *base, const T *wk,
-    int64_t len, int first, T *yl, int64_t ldy) {
+static inline __attribute__((always_inline)) void fwd_tile(const int R, const T *const *base, const T *ws,
+    int kh0, int kh1, int64_t C, int64_t WP, T *yl, int64_t ldy) {
   V acc[6][NV];
   #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
     #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) acc[r][v] = first ? VZERO() : VLOAD(yl + r * ldy + VW * v);
-  const T *a[6];
-  #pragma GCC unroll 6
-  for (int r = 0; r < R; r++) a[r] = base[r];
-  for (int64_t j = 0; j < len; j++) {
-    V b[NV];
-    #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) b[v] = VLOAD(wk + j * (VW * NV) + VW * v);
-    #pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-      const V s = VSET1(a[r][j]);
-      #pragma GCC unroll 4
-      for (int v = 0; v < NV; v++) acc[r][v] = VFMA(s, b[v], acc[r][v]);
+    for (int v = 0; v < NV; v++) acc[r][v] = kh0 == 0 ? VZERO() : VLOAD(yl + r * ldy + VW * v);
+  for (int kh = kh0; kh < kh1; kh++) {
+    /* undilated, a window row is one run of KW*C values; dilated, KW runs of C */
+    const int runs = DW == 1 ? 1 : KW;
+    const int64_t len = DW == 1 ? KW * C : C;
+    for (int q = 0; q < runs; q++) {
+      const int64_t off = (kh * DH * WP + q * DW) * C;
+      const T *wk = ws + ((int64_t)kh * KW + q) * C * (VW * NV);
+      const T *a[6];
+      #pragma GCC unroll 6
+      for (int r = 0; r < R; r++) a[r] = base[r] + off;
+      for (int64_t j = 0; j < len; j++) {
+        V b[NV];
+        #pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) b[v] = VLOAD(wk + j * (VW * NV) + VW * v);
+        #pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+          const V s = VSET1(a[r][j]);
+          #pragma GCC unroll 4
+          for (int v = 0; v < NV; v++) acc[r][v] = VFMA(s, b[v], acc[r][v]);
+        }
+      }
     }
   }
   #pragma GCC unroll 6
@@ -155,6 +164,9 @@ static inline __attribute__((always_inline)) void fwd_tile(const int R, const T 
 _FWD_BODY = """  const T *x = (const T *)ptrs[0], *wm = (const T *)ptrs[1], *b = (const T *)ptrs[2]; T *y = (T *)ptrs[3];
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], O = dims[4], HO = dims[5], WO = dims[6];
   const int64_t HP = H + 2 * PH, WP = W + 2 * PW, M = HO * WO, K = KH * KW * C;
+  /* each output pixel's window origin in the padded image (no divisions in the tile loops) */
+  int64_t *pix = (int64_t *)malloc(sizeof(int64_t) * (M > 0 ? M : 1));
+  for (int64_t p = 0; p < M; p++) pix[p] = ((p / WO) * SH * WP + (p % WO) * SW) * C;
   #pragma omp parallel
   {
     T *xp = (T *)malloc(sizeof(T) * (HP * WP * C + 16));
@@ -162,34 +174,29 @@ _FWD_BODY = """  const T *x = (const T *)ptrs[0], *wm = (const T *)ptrs[1], *b =
     #pragma omp for schedule(dynamic, 1)
     for (int64_t n = 0; n < N; n++) {
       pad_nhwc(x + n * C * H * W, C, H, W, xp);
-      /* one block of output channels, then one window row at a time: that row's slice of the
-         block's weights (KW*C x VW*NV, 20 KB at C = 64 with AVX2) stays in L1 while every
-         pixel's tile passes; the tiles' partial sums wait in yl (the same additions in the
-         same order as one pass over the whole window: float32 in registers or in memory) */
+      /* one block of output channels, then a few window rows at a time: their slice of the
+         block's weights (at most 16 KB: one row of KW*C x VW*NV at C = 64 with AVX2, the
+         whole window at C = 1) stays in L1 while every pixel's tile passes; the tiles'
+         partial sums wait in yl (the same additions in the same order as one pass over the
+         whole window: float32 in registers or in memory) */
+      const int64_t row_bytes = (int64_t)KW * C * (VW * NV) * (int64_t)sizeof(T);
+      const int KC = row_bytes >= 16384 ? 1 : (int)(16384 / (row_bytes > 0 ? row_bytes : 1));
       for (int64_t ob = 0; ob < O; ob += VW * NV) {
         const T *ws = wm + ob * K;  /* this block's (K, VW*NV) slice, contiguous */
-        const int runs = DW == 1 ? 1 : KW;
-        const int64_t len = DW == 1 ? KW * C : C;
-        for (int kh = 0; kh < KH; kh++)
-        for (int q = 0; q < runs; q++) {
-          const int64_t off = (kh * DH * WP + q * DW) * C;
-          const T *wk = ws + ((int64_t)kh * KW + q) * C * (VW * NV);
-          const int first = kh == 0 && q == 0;
+        for (int kh0 = 0; kh0 < KH; kh0 += KC) {
+          const int kh1 = kh0 + KC < KH ? kh0 + KC : KH;
           for (int64_t p0 = 0; p0 < M; p0 += 6) {
             const int R = M - p0 < 6 ? (int)(M - p0) : 6;
             const T *base[6];
-            for (int r = 0; r < R; r++) {
-              const int64_t p = p0 + r, oh = p / WO, ow = p % WO;
-              base[r] = xp + (oh * SH * WP + ow * SW) * C + off;
-            }
+            for (int r = 0; r < R; r++) base[r] = xp + pix[p0 + r];
             T *dst = yl + p0 * O + ob;
             switch (R) {
-              case 6: fwd_tile(6, base, wk, len, first, dst, O); break;
-              case 5: fwd_tile(5, base, wk, len, first, dst, O); break;
-              case 4: fwd_tile(4, base, wk, len, first, dst, O); break;
-              case 3: fwd_tile(3, base, wk, len, first, dst, O); break;
-              case 2: fwd_tile(2, base, wk, len, first, dst, O); break;
-              default: fwd_tile(1, base, wk, len, first, dst, O); break;
+              case 6: fwd_tile(6, base, ws, kh0, kh1, C, WP, dst, O); break;
+              case 5: fwd_tile(5, base, ws, kh0, kh1, C, WP, dst, O); break;
+              case 4: fwd_tile(4, base, ws, kh0, kh1, C, WP, dst, O); break;
+              case 3: fwd_tile(3, base, ws, kh0, kh1, C, WP, dst, O); break;
+              case 2: fwd_tile(2, base, ws, kh0, kh1, C, WP, dst, O); break;
+              default: fwd_tile(1, base, ws, kh0, kh1, C, WP, dst, O); break;
             }
           }
         }
@@ -203,6 +210,7 @@ _FWD_BODY = """  const T *x = (const T *)ptrs[0], *wm = (const T *)ptrs[1], *b =
     }
     free(xp); free(yl);
   }
+  free(pix);
 }
 """
 
