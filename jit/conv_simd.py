@@ -8,11 +8,13 @@ in L1/L2), and a register tile of the product is accumulated straight from it: e
 pixel's window row is a contiguous run of kW*C values of that buffer, so the "columns" are
 just six pointers. Forward: 6 output pixels x VW*NV output channels, broadcasts from the
 image, vectors from the weights packed block by block ((O / (VW*NV), kH*kW*C, VW*NV)), one
-window row's slice of a block at a time so that it stays in L1 (1.25-1.5x faster than
+few window rows' slice of a block at a time so that it stays in L1 (1.25-1.5x faster than
 sweeping the whole window per tile, whose (kH*kW*C, O) matrix spilled L2: conv 5x5 64 -> 64
 on 14 x 14, batch 256, 2 threads, 112 -> 160 GFLOP/s). Weight gradient: 6 window elements x
 VW*NV output channels, broadcasts from the image, vectors from the image's cotangent laid
-out pixel-major, summed over the image's pixels into a per-thread (K, O) block. VW is the
+out pixel-major, summed over the image's pixels into one (K, O) block per chunk of
+consecutive images (`WEIGHT_CHUNKS` at most, a fixed count: the same bits with one thread or
+many, whichever thread takes a chunk), then the blocks in order. VW is the
 vector's float32 lanes (16 with AVX-512F, 8 with AVX2 and FMA) and NV the vectors per tile
 row that the ISA's registers hold (6 x 4 zmm, 6 x 2 ymm accumulators).
 
@@ -24,7 +26,6 @@ different order from BLAS's: equal within float32 rounding, not bit for bit.
 from __future__ import annotations
 
 import functools
-import os
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from ops.conv import out_hw
 from ops.settings import SETTINGS
 
 Pair = tuple[int, int]
+
+#: the weight gradient's chunks of images (one partial sum each): enough for 16 threads
+WEIGHT_CHUNKS = 16
 
 
 @functools.cache
@@ -250,17 +254,20 @@ static inline __attribute__((always_inline)) void wgt_tile(const int R, const T 
 
 _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *part = (T *)ptrs[2];
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], O = dims[4], HO = dims[5], WO = dims[6];
-  const int64_t HP = H + 2 * PH, WP = W + 2 * PW, M = HO * WO, K = KH * KW * C, NT = dims[7];
-  /* part: one (K, O) block of sums per thread, window elements in (kh, kw, c) order */
-  #pragma omp parallel num_threads(NT)
+  const int64_t HP = H + 2 * PH, WP = W + 2 * PW, M = HO * WO, K = KH * KW * C, NCH = dims[7];
+  /* part: one (K, O) block of sums per chunk of consecutive images (window elements in
+     (kh, kw, c) order), whichever thread runs it: the sums' order, so their bits, do not
+     depend on the threads or on which one took which chunk */
+  #pragma omp parallel
   {
     T *xp = (T *)malloc(sizeof(T) * (HP * WP * C + 16));
     /* this image's cotangent in blocks of VW*NV channels, pixel-major within a block: a block
        is one contiguous run (a stride of O floats would crowd a few cache sets) */
     T *gl = (T *)malloc(sizeof(T) * (M * O + 16));
-    T *S = part + (int64_t)omp_get_thread_num() * K * O;
     #pragma omp for schedule(dynamic, 1)
-    for (int64_t n = 0; n < N; n++) {
+    for (int64_t ch = 0; ch < NCH; ch++) {
+    T *S = part + ch * K * O;
+    for (int64_t n = N * ch / NCH; n < N * (ch + 1) / NCH; n++) {
       pad_nhwc(x + n * C * H * W, C, H, W, xp);
       const T *gn = g + n * O * M;
       for (int64_t o = 0; o < O; o++)
@@ -292,6 +299,7 @@ _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *pa
           }
         }
       }
+    }
     }
     free(xp); free(gl);
   }
@@ -361,19 +369,20 @@ def forward(
 def grad_weight(
     g: np.ndarray, x: np.ndarray, w_shape: tuple, s: Pair, p: Pair, d: Pair, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """d(conv2d)/d(w), one group, float32: per-thread (K, O) sums over images, then (O, C, kH, kW)."""
+    """d(conv2d)/d(w), one group, float32: (K, O) sums per chunk of images, their sum, then (O, C, kH, kW)."""
     g = np.ascontiguousarray(g)
     x = np.ascontiguousarray(x)
     n, c, h, wd = x.shape
     o, _, kh, kw = w_shape
     ho, wo = g.shape[2:]
     k = kh * kw * c
-    threads = max(1, min(len(os.sched_getaffinity(0)), n))
-    part = np.zeros((threads, k, o), dtype=g.dtype)  # blocks of threads that never start stay 0
+    # a fixed number of chunks, not one per thread: the same bits with any number of threads
+    chunks = max(1, min(WEIGHT_CHUNKS, n))
+    part = np.zeros((chunks, k, o), dtype=g.dtype)
     fn = function(_wgt_source, (g.dtype,), (kh, kw), s, p, d, (_nv(o), vector_width()))
     park_blas_workers()
-    fn([g, x, part], [n, c, h, wd, o, ho, wo, threads])
-    acc = part[0] if threads == 1 else part.sum(axis=0)
+    fn([g, x, part], [n, c, h, wd, o, ho, wo, chunks])
+    acc = part[0] if chunks == 1 else part.sum(axis=0)
     res = out if out is not None else np.empty((o, c, kh, kw), dtype=g.dtype)
     np.copyto(res, acc.reshape(kh, kw, c, o).transpose(3, 2, 0, 1))
     return res

@@ -16,6 +16,7 @@ import pytest
 from jit import blas_quiet, conv, conv_simd
 from ops.base import REGISTRY
 from ops.settings import SETTINGS
+from tests.reliability.test_numeric import run_with_threads
 
 # the CPU backend's machinery: on the cpu device whatever LAZYGRAPH_DEVICE says (conftest.py)
 pytestmark = pytest.mark.host_backend
@@ -215,3 +216,27 @@ def test_inference_conv_the_simd_kernel_covers_is_lowered() -> None:
     w1 = rng.standard_normal((32, 8, 1, 1)).astype(np.float32)
     lg.conv2d(lg.asarray(xn), lg.asarray(w1)).numpy()
     assert "jit_window:conv2d" not in lg.cache.passes()["rules"]
+
+
+_THREADS_SCRIPT = r"""
+import hashlib, numpy as np
+from jit import conv_simd
+rng = np.random.default_rng(3)
+x = rng.standard_normal((37, 8, 9, 9)).astype(np.float32)
+w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+g = rng.standard_normal((37, 16, 9, 9)).astype(np.float32)
+h = hashlib.sha256()
+if conv_simd.applies(x.dtype, w.shape):
+    for _ in range(3):  # and the same bits run after run, whichever thread takes which images
+        h.update(conv_simd.grad_weight(g, x, w.shape, (1, 1), (1, 1), (1, 1)).tobytes())
+        h.update(conv_simd.forward(x, w, None, (1, 1), (1, 1), (1, 1)).tobytes())
+print(conv_simd.applies(x.dtype, w.shape), h.hexdigest())
+"""
+
+
+def test_same_bits_with_one_thread_or_two(tmp_path) -> None:  # noqa: ANN001
+    """The weight gradient sums fixed chunks of images, not one block per thread."""
+    runs = [run_with_threads(_THREADS_SCRIPT, threads, tmp_path) for threads in ("1", "2")]
+    if runs[0].startswith("False"):
+        pytest.skip("no AVX2 or AVX-512: the kernels decline")
+    assert runs[0] == runs[1]
