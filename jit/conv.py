@@ -16,8 +16,6 @@ unpadded) convolutions are one GEMM per image (ops/conv.py's `conv_pointwise`).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from jit import conv_simd
@@ -135,11 +133,6 @@ def grad_input(g: np.ndarray, w: np.ndarray, p: Pair, d: Pair, out: np.ndarray |
 # weight's gradient is the dot product of a cotangent plane with a patch row.
 
 _PATCH = """
-#ifdef _OPENMP
-#include <omp.h>
-#else
-#define omp_get_thread_num() 0
-#endif
 static void patch(const T *xn, int64_t C, int64_t H, int64_t W, int64_t HO, int64_t WO, T *P) {
   for (int64_t c = 0; c < C; c++)
     for (int kh = 0; kh < KH; kh++)
@@ -206,14 +199,16 @@ def _direct_forward_source(dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair) -> 
 
 _DIRECT_GRAD_WEIGHT = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *part = (T *)ptrs[2];
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3], O = dims[4], HO = dims[5], WO = dims[6];
-  const int64_t K = C * KH * KW, M = HO * WO, NT = dims[7];
-  /* part: one (O, K) block of sums per thread; the caller adds them up */
-  #pragma omp parallel num_threads(NT)
+  const int64_t K = C * KH * KW, M = HO * WO, NCH = dims[7];
+  /* part: one (O, K) block of sums per chunk of consecutive images, whichever thread runs it
+     (the same bits with any number of threads); the caller adds them up in order */
+  #pragma omp parallel
   {
     T *P = (T *)malloc(sizeof(T) * (K * M > 0 ? K * M : 1));
-    T *S = part + (int64_t)omp_get_thread_num() * O * K;
-    #pragma omp for schedule(static)
-    for (int64_t n = 0; n < N; n++) {
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t ch = 0; ch < NCH; ch++) {
+    T *S = part + ch * O * K;
+    for (int64_t n = N * ch / NCH; n < N * (ch + 1) / NCH; n++) {
       patch(x + n * C * H * W, C, H, W, HO, WO, P);
       for (int64_t o = 0; o < O; o++) {
         const T *gp = g + (n * O + o) * M;
@@ -225,6 +220,7 @@ _DIRECT_GRAD_WEIGHT = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs
           S[o * K + kk] += acc;
         }
       }
+    }
     }
     free(P);
   }
@@ -274,11 +270,11 @@ def direct_grad_weight(
     o, _, kh, kw = w_shape
     ho, wo = g.shape[2:]
     k = c * kh * kw
-    threads = max(1, min(len(os.sched_getaffinity(0)), n))
-    part = np.zeros((threads, o, k), dtype=g.dtype)  # blocks of threads that never start stay 0
+    chunks = max(1, min(conv_simd.WEIGHT_CHUNKS, n))  # fixed: the same bits with any thread count
+    part = np.zeros((chunks, o, k), dtype=g.dtype)
     fn = function(_direct_grad_weight_source, (g.dtype,), (kh, kw), s, p, d)
     park_blas_workers()
-    fn([g, x, part], [n, c, h, wd, o, ho, wo, threads])
+    fn([g, x, part], [n, c, h, wd, o, ho, wo, chunks])
     res = out if out is not None else np.empty((o, c, kh, kw), dtype=g.dtype)
     np.sum(part, axis=0, out=res.reshape(o, k))
     return res

@@ -306,19 +306,11 @@ _WGT_BODY = """  const T *g = (const T *)ptrs[0], *x = (const T *)ptrs[1]; T *pa
 }
 """
 
-_OMP = """#ifdef _OPENMP
-#include <omp.h>
-#else
-#define omp_get_thread_num() 0
-#endif
-"""
-
 
 def _source(body: str, dt: np.dtype, k: Pair, s: Pair, p: Pair, d: Pair, nv: Pair) -> str:
     tile = _FWD_TILE if body is _FWD_BODY else _WGT_TILE
     return (
         HEAD
-        + _OMP
         + f"#define NV {nv[0]}\n#define VW {nv[1]}\n"
         + geometry(k, s, p, d)
         + _COMMON
