@@ -30,11 +30,18 @@ from jit.blas_quiet import park_blas_workers
 from jit.domain import Domain, NotFusable
 from jit.layout import Layout
 from jit.malloc_keep import keep_freed_memory
-from jit.render_c import PARALLEL_MIN
 from jit.spec import Spec, build_spec
 from ops import settings
 from ops.node import Node
 from ops.settings import SETTINGS
+
+#: the elements from which a fused kernel parks OpenBLAS's spinning workers first
+#: (jit/blas_quiet.py): a few milliseconds of work. A shorter kernel loses less to them than
+#: restarting them can cost: each park makes the next BLAS call start the workers again,
+#: 10-15 ms when the cores had idled. The MLP training step parked before its Adam updates
+#: (1M elements): 54-61 ms a step when the loop paused 30 ms between steps, 26-31 ms
+#: without those parks, and the same 25-30 ms either way with no pause.
+PARK_MIN = 1 << 22
 
 
 def enabled() -> bool:
@@ -247,7 +254,7 @@ class FusedKernel:
         if last is not None and out is None and backend is None and last[0] is SETTINGS.fast_math:
             e = last[1]
             if e.size >= min_size and launch.FAST:
-                if e.size >= PARALLEL_MIN:
+                if e.size >= PARK_MIN:
                     park_blas_workers()
                 outs = [np.empty(shp, dt) for shp, dt in e.outs]
                 try:
@@ -271,7 +278,7 @@ class FusedKernel:
                 if e.size < min_size:
                     return self.fallback(values, out)
                 if e.run is not None:
-                    if e.size >= PARALLEL_MIN:  # OpenMP threads: OpenBLAS's spinners would take a core
+                    if e.size >= PARK_MIN:  # long enough that OpenBLAS's spinners would cost it
                         park_blas_workers()
                     outs = [np.empty(shp, dt) for shp, dt in e.outs]
                     if out is not None:
@@ -399,7 +406,7 @@ class FusedKernel:
         checked = None
         if out is None:
             checked = launch.checked_launcher(address, ints, self._plan, flags, arrays)
-        if size >= PARALLEL_MIN:
+        if size >= PARK_MIN:
             park_blas_workers()
         entry = _Launch(size, run, tuple((o.shape, o.dtype) for o in outs), checked)
         self._remember(key, entry)

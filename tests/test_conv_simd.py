@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from jit import blas_quiet, conv, conv_simd
+from jit import blas_quiet, conv, conv_simd, window
 from ops.base import REGISTRY
 from ops.settings import SETTINGS
 from tests.reliability.test_numeric import run_with_threads
@@ -159,6 +159,14 @@ def test_parking_blas_workers_keeps_blas_working(monkeypatch) -> None:  # noqa: 
     found = fns is not None and bool(fns[1].value)
     assert blas_quiet.park_blas_workers() == found
     np.testing.assert_allclose(a @ a, want)  # the next call starts the workers again
+    # or an evaluation's end does (unpark): before the cores idle
+    assert blas_quiet.park_blas_workers() == found
+    assert blas_quiet.PARKED[0] == found
+    assert blas_quiet.unpark_blas_workers() == found
+    assert not blas_quiet.PARKED[0]
+    assert fns is None or bool(fns[1].value) == found
+    assert not blas_quiet.unpark_blas_workers()  # running already: nothing to do
+    np.testing.assert_allclose(a @ a, want)
     # another thread that might be inside BLAS: no shutdown
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, name="user-thread")
@@ -242,3 +250,32 @@ def test_same_bits_with_one_thread_or_two(tmp_path) -> None:  # noqa: ANN001
     """The weight gradients sum fixed chunks of images, not one block per thread."""
     runs = [run_with_threads(_THREADS_SCRIPT, threads, tmp_path) for threads in ("1", "2")]
     assert runs[0] == runs[1]  # (without AVX2 or AVX-512 only the short-window path runs)
+
+
+def test_an_evaluation_that_parked_blas_starts_it_again() -> None:
+    """A training convolution's window step parks OpenBLAS's workers; the evaluation's end restarts them."""
+    import lazygraph as lg
+
+    fns = blas_quiet._openblas()
+    found = fns is not None and bool(fns[1].value)
+    rng = np.random.default_rng(1)
+    x = lg.asarray(rng.standard_normal((4, 8, 12, 12)).astype(np.float32))
+    w = lg.asarray(rng.standard_normal((16, 8, 3, 3)).astype(np.float32), requires_grad=True)
+    parks = []
+    real = blas_quiet.park_blas_workers
+
+    def park() -> bool:
+        parks.append(real())
+        return parks[-1]
+
+    import lazygraph.engine.lower_window as lw
+
+    with SETTINGS.override(jit_min_size=1), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lw, "park_blas_workers", park)
+        loss = lg.sum(lg.nn.functional.conv2d(x, w, padding=1) ** 2)
+        loss.backward()
+        lg.eval(w.grad)
+    if found and window.available():
+        assert True in parks  # the step parked them ...
+    assert not blas_quiet.PARKED[0]  # ... and the evaluation's end started them again
+    assert fns is None or bool(fns[1].value) == found

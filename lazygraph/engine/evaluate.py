@@ -25,6 +25,8 @@ from cache.key import Walk, walk
 from cache.store import Entry, digest_of, key_json
 from jit import backend
 from jit import background as workers
+from jit.blas_quiet import PARKED as _BLAS_PARKED
+from jit.blas_quiet import unpark_blas_workers
 from lazygraph import debug, txn
 from lazygraph.engine import compile as compiler
 from lazygraph.engine import memory, tiered
@@ -321,6 +323,8 @@ def _evaluate(roots: Sequence[Node], attempt: Attempt, engine: Engine, dev: str 
             vals = program.run(w.nodes, keepq, layout)
     finally:
         _EXTOBJ.reset(token) if _EXTOBJ is not None else token.__exit__(None, None, None)
+        if _BLAS_PARKED[0]:  # its kernels parked OpenBLAS's workers: back, before the cores idle
+            unpark_blas_workers()
     attempt.done = (keep, vals)
     if meter is not None:
         _account(engine, program, w.nodes, keepq, fkeep, layout, meter)
