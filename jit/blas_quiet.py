@@ -14,9 +14,10 @@ symbols are missing, this does nothing; LAZYGRAPH_BLAS_QUIET=0 turns it off.
 
 An evaluation that parked the workers starts them again as it ends (`unpark_blas_workers`,
 0.05 ms). Left down, the next BLAS call starts them itself, which is fast while the cores are
-busy but not after both have idled: a matmul (256 x 1024 by 1024 x 1024) took 13-15 ms
-instead of 4.5 after a 20-30 ms pause (5 ms with the workers started before the pause), and
-the MLP training step 63-66 ms instead of 25-30 when the loop paused 20 ms between steps.
+busy but not after both have idled: a matmul (256 x 1024 by 1024 x 1024) took 13-14 ms
+instead of 4.5 after a park and a 30 ms pause, and 4.6-5.1 ms with the workers started again
+before the pause. Each park is still a restart to come, and one in the middle of a step can
+be slow too (jit/kernel.py's `PARK_MIN`: why short kernels do not park).
 """
 
 from __future__ import annotations

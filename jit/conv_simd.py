@@ -7,7 +7,7 @@ image at a time is laid out padded and channel-last in a private buffer (a few t
 in L1/L2), and a register tile of the product is accumulated straight from it: each
 pixel's window row is a contiguous run of kW*C values of that buffer, so the "columns" are
 just six pointers. Forward: 6 output pixels x VW*NV output channels, broadcasts from the
-image, vectors from the weights packed block by block ((O / (VW*NV), kH*kW*C, VW*NV)), one
+image, vectors from the weights packed block by block ((O / (VW*NV), kH*kW*C, VW*NV)), a
 few window rows' slice of a block at a time so that it stays in L1 (1.25-1.5x faster than
 sweeping the whole window per tile, whose (kH*kW*C, O) matrix spilled L2: conv 5x5 64 -> 64
 on 14 x 14, batch 256, 2 threads, 112 -> 160 GFLOP/s). Weight gradient: 6 window elements x
