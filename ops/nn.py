@@ -121,7 +121,7 @@ def _softmax_parts(F: Any, xs: list, attrs: dict, log: bool) -> Any:
         r = F.subtract(shifted, F.log(F.sum(F.exp(shifted), axis=a, keepdims=True)))
     else:
         e = F.exp(shifted)
-        r = F.divide(e, F.sum(e, axis=a, keepdims=True))
+        r = F.multiply(e, F.divide(1, F.sum(e, axis=a, keepdims=True)))
     return r if r.dtype == out else F.astype(r, dtype=out)
 
 
@@ -164,14 +164,17 @@ class Softmax(Op):
         return x.shape, _exp_dtype(self.name, inputs), {"axis": axis}
 
     def kernel(self, x: np.ndarray, axis: int) -> np.ndarray:
-        """exp(x - max) / sum(exp(x - max)), or its log, along `axis`."""
+        """exp(x - max) * (1 / sum(exp(x - max))), or log(softmax), along `axis`."""
         xf, out = _work(x)
         with np.errstate(invalid="ignore", divide="ignore"):
             m = max_keepdims(xf, axis)
             shifted = xf - np.where(m == -np.inf, 0, m)
             e = np.exp(shifted)
             s = np.sum(e, axis=axis, keepdims=True)
-            r = shifted - np.log(s) if self.log else e / s
+            # one division a row and a multiply an element, as PyTorch's CPU kernel: a division
+            # an element made the fused kernel compute-bound (4096 x 4096: 1.3-1.45x -> 1.15-1.2x
+            # a copy's time); the result moves by at most an ulp or two
+            r = shifted - np.log(s) if self.log else e * (1 / s)
         return r.astype(out, copy=False)
 
 
