@@ -6,6 +6,10 @@ of recording together. Its answer depends only on the inputs' shapes and dtypes 
 attributes, so it is kept per (operator, those, attributes). Python scalars (whose values
 decide NumPy's promotion), operators without inputs, unhashable attributes and rules that
 warn are asked every time; a rule that raises is never remembered (the next call raises again).
+
+A signature is remembered on its second sight, not its first: watching a rule for warnings
+(`warnings.catch_warnings`) costs 5 µs warm and tens of µs in a program's first call, where
+most signatures are seen once, and a first call records every operator for the first time.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from ops.node import Node
 
 #: (operator, ((shape, dtype) per input), attributes with their types) -> (shape, dtype, attrs)
 _MEMO: dict[tuple, tuple] = {}
+#: signatures asked once, unwatched (their warnings reach the user as the rule's own)
+_SEEN: set[tuple] = set()
 _MAX = 4096
 
 
@@ -37,6 +43,11 @@ def infer(opdef: Any, nodes: tuple[Node, ...], attrs: dict) -> tuple[tuple[int, 
         return opdef.infer(nodes, attrs)
     if hit is not None:
         return hit[0], hit[1], dict(hit[2])
+    if key not in _SEEN:
+        if len(_SEEN) >= _MAX:
+            _SEEN.clear()
+        _SEEN.add(key)
+        return opdef.infer(nodes, attrs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         shape, dtype, out = opdef.infer(nodes, attrs)

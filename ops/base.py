@@ -312,9 +312,14 @@ def dtype_by_example(op: str, fn: Callable, inputs: Sequence[Node], **kwargs: An
             pass
     try:
         # Stand-in values are not the user's data: their warnings (mean of empty slice) are noise.
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out = fn(*(_example(n) for n in inputs), **kwargs)
+        # A ufunc warns only through errstate, so it skips the costlier catch_warnings.
+        if type(fn) is np.ufunc:
+            with np.errstate(all="ignore"):
+                out = fn(*[_example(n) for n in inputs], **kwargs)
+        else:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                out = fn(*(_example(n) for n in inputs), **kwargs)
     except TypeError as e:
         names = ", ".join(str(n.dtype) if not is_weak_scalar(n) else type(n.buffer).__name__ for n in inputs)
         raise type_error(op, f"not supported for input types ({names}): {e}", inputs) from None
