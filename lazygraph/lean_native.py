@@ -62,7 +62,9 @@ def _ready(shared: Callable[[], tuple]) -> ModuleType | None:
     """The extension, given once the names every recorder reads (`shared()`), or None."""
     m = module()
     if m is not None:
-        m.setup(*shared())
+        names = shared()
+        m.setup(*names)
+        names[1].__del__ = m.storage_finalizer()  # Storage's, without a Python frame per dropped array
     return m
 
 

@@ -24,7 +24,7 @@ static Py_ssize_t noff[N_COUNT], aoff[A_COUNT];
 static PyTypeObject *node_type, *storage_type, *array_type;
 /* the names every recorder reads (recorders.py passes them once, to `setup`) */
 static PyObject *plain, *scalar_op, *grad, *hint_of, *note_origin, *f64, *i64, *small, *host;
-static PyObject *str_node, *str_enabled, *one, *zero, *empty;
+static PyObject *str_node, *str_enabled, *str_users, *one, *zero, *empty;
 static int ready;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
@@ -70,6 +70,44 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     for (int i = 0; i < 9; i++) { Py_INCREF(o[i]); *f[i] = o[i]; }
     ready = 1;
     Py_RETURN_NONE;
+}
+
+/* Storage.__del__ (lazygraph/array.py) in C: the dropped storage's node has one user fewer.
+   Python's method costs a frame on every array dropped, a quarter of recording `a + b`
+   (0.9 -> 0.65 us, best of 200 loops); at interpreter shutdown a missing name is ignored, as
+   there. */
+static PyObject *storage_del(PyObject *self, PyObject *unused) {
+    PyObject *node = PyObject_GetAttr(self, str_node);
+    if (node == NULL) goto missing;
+    PyObject *u = Py_IS_TYPE(node, node_type) ? SLOT(node, noff[N_USERS]) : NULL;
+    if (u != NULL && PyLong_CheckExact(u)) {
+        PyObject *v = PyNumber_Subtract(u, one);
+        if (v == NULL) { Py_DECREF(node); return NULL; }
+        SLOT(node, noff[N_USERS]) = v;
+        Py_DECREF(u);
+    } else { /* not a Node, or its count unset: Python's own arithmetic */
+        u = PyObject_GetAttr(node, str_users);
+        PyObject *v = u == NULL ? NULL : PyNumber_Subtract(u, one);
+        Py_XDECREF(u);
+        int bad = v == NULL || PyObject_SetAttr(node, str_users, v) < 0;
+        Py_XDECREF(v);
+        if (bad) { Py_DECREF(node); goto missing; }
+    }
+    Py_DECREF(node);
+    Py_RETURN_NONE;
+missing:
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef storage_del_def = {"__del__", storage_del, METH_NOARGS,
+    "The node this storage held loses a user (lean_record.c)."};
+
+/* Storage's __del__ as a method descriptor of the class `setup` was given */
+static PyObject *storage_finalizer(PyObject *self, PyObject *unused) {
+    if (!ready) { PyErr_SetString(PyExc_RuntimeError, "setup() first"); return NULL; }
+    return PyDescr_NewMethod(storage_type, &storage_del_def);
 }
 
 typedef struct {
@@ -376,6 +414,7 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(Node, Storage, Array, plain types, SCALAR, grad state, hint_of, "
      "note_origin, f64, i64, small-int signature, HOST): once, before any recorder."},
     {"make", make, METH_VARARGS, "make(arity, swap, opdef, memo, python): one operator's recorder."},
+    {"storage_finalizer", storage_finalizer, METH_NOARGS, "Storage.__del__ in C (after setup)."},
 #ifdef MATCH_METHODS
     MATCH_METHODS  /* the templates' matchers (lean_match.c, compiled before this text) */
 #endif
@@ -391,10 +430,11 @@ PyMODINIT_FUNC PyInit__lazygraph_lean(void) {
 #endif
     str_node = PyUnicode_InternFromString("node");
     str_enabled = PyUnicode_InternFromString("enabled");
+    str_users = PyUnicode_InternFromString("users");
     one = PyLong_FromLong(1);
     zero = PyLong_FromLong(0);
     empty = PyTuple_New(0);
-    if (str_node == NULL || str_enabled == NULL || one == NULL || zero == NULL || empty == NULL)
+    if (str_node == NULL || str_enabled == NULL || str_users == NULL || one == NULL || zero == NULL || empty == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

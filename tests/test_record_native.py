@@ -194,6 +194,28 @@ def test_recording_keeps_no_references():
     assert nx.users == 1  # only x's storage holds it
 
 
+def test_a_dropped_array_releases_its_node_in_c():
+    from lazygraph.array import Storage
+
+    assert type(Storage.__dict__["__del__"]).__name__ == "method_descriptor"
+    x = lg.asarray(np.arange(6.0))
+    y = x + 1.0
+    node = y.node
+    z = lg.asarray(np.zeros(6))
+    z[...] = y  # a second storage holds y's value: two users
+    assert node.users >= 1
+    held = node.users
+    del y
+    assert node.users == held - 1
+    s = Storage(node)  # a bare storage: the count goes up, then back down
+    assert node.users == held
+    del s
+    assert node.users == held - 1
+    orphan = Storage.__new__(Storage)  # no node at all (as at shutdown): dropped quietly
+    del orphan
+    np.testing.assert_array_equal(z.numpy(), np.arange(6.0) + 1.0)
+
+
 def test_recording_without_the_c_recorder_is_the_python_one():
     code = (
         "import numpy as np, lazygraph as lg\n"
@@ -201,6 +223,8 @@ def test_recording_without_the_c_recorder_is_the_python_one():
         "from lazygraph.array import Array\n"
         "assert lean_native.module() is None\n"
         "assert type(Array.__dict__['__add__']).__name__ == 'function'\n"
+        "from lazygraph.array import Storage\n"
+        "assert type(Storage.__dict__['__del__']).__name__ == 'function'\n"
         "x = lg.asarray(np.arange(4.0))\n"
         "for _ in range(3): y = (x + 1.0) * x - lg.tanh(x)\n"
         "np.testing.assert_array_equal(y.numpy(), (np.arange(4.0) + 1.0) * np.arange(4.0) - np.tanh(np.arange(4.0)))\n"
