@@ -243,7 +243,8 @@ def origin_of(nodes: list[Node], slots: list[int]) -> str | None:
 # keeps its value for anyone who still reads it and for rollback. When nobody can read it any
 # more (checked by `may_overwrite`), the engine writes into the buffer itself and first saves
 # only the region it overwrites; a run that fails puts the regions back (`undo`), so rollback
-# stays exact.
+# stays exact. (A write over most of the buffer copies only what lies outside its box into a
+# fresh buffer instead: Assign.kernel, Program._leaf_write.)
 
 #: buffers smaller than this are copied as before: the copy costs less than the checks
 LEAF_WRITE_MIN = 1 << 16

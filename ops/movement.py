@@ -27,7 +27,7 @@ from ops.base import (
 )
 from ops.namespace import namespace, on_host
 from ops.node import Node
-from ops.views import View, materialize, write_into
+from ops.views import View, box_of, materialize, write_into
 
 Template = tuple[tuple, ...]
 
@@ -192,7 +192,24 @@ class Assign(Op):
         self, base: np.ndarray, value: Any, *idx: Any, view: View | None = None, index: Template | None = None
     ) -> np.ndarray:
         """Copy the base, write the value through the view/index (NumPy casting rules)."""
+        if view is not None and index is None and type(base) is np.ndarray:
+            starts = box_of(view, base.shape)
+            if starts is not None and 2 * view.size > base.size:
+                # most of the base is overwritten: copy only what stays (a stencil's border)
+                out = np.empty(base.shape, base.dtype)
+                _copy_outside(out, base, starts, view.shape)
+                return write_through(out, value, idx, view, index)
         return write_through(namespace(base).array(base, copy=True, order="C"), value, idx, view, index)
+
+
+def _copy_outside(out: np.ndarray, base: np.ndarray, starts: tuple[int, ...], sizes: tuple[int, ...]) -> None:
+    """Copy base into out everywhere but the box (starts, sizes): two slabs per axis."""
+    inside: tuple[slice, ...] = ()
+    for lo, n in zip(starts, sizes):
+        for part in (slice(0, lo), slice(lo + n, None)):
+            at = (*inside, part)
+            out[at] = base[at]
+        inside = (*inside, slice(lo, lo + n))
 
 
 def write_through(

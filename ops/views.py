@@ -206,6 +206,20 @@ def materialize(base: np.ndarray, view: View, writeable: bool = False) -> np.nda
     return out
 
 
+def box_of(view: View, base_shape: Shape) -> tuple[int, ...] | None:
+    """The per-axis starts of a view that is a box of its base (`u[1:-1, 1:-1]`: unit steps, no
+    axis dropped, permuted or broadcast), or None."""
+    if len(view.shape) != len(base_shape) or 0 in view.shape:
+        return None
+    starts, rem = [], view.offset
+    for d, c, n, s in zip(base_shape, c_strides(base_shape), view.shape, view.strides):
+        q, rem = divmod(rem, c)
+        if (n > 1 and s != c) or q + n > d:
+            return None
+        starts.append(q)
+    return None if rem else tuple(starts)
+
+
 def write_into(base: np.ndarray, view: View, value: Any) -> None:
     """`base[view] = value` with NumPy's assignment rules (broadcasting, casting).
 

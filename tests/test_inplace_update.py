@@ -363,6 +363,13 @@ def test_gradients_through_element_and_region_updates():
 
 
 def _stencil(xp, u):
+    """A stencil over rows 1-3 only: a region under half the buffer, written into it in place
+    (a larger box is copied around instead: `test_a_stencil_over_most_of_u_copies_its_border`)."""
+    lap = u[2:5, 1:-1] + u[:3, 1:-1] + u[1:4, 2:] + u[1:4, :-2] - 4 * u[1:4, 1:-1]
+    u[1:4, 1:-1] = u[1:4, 1:-1] + 0.1 * lap
+
+
+def _full_stencil(xp, u):
     lap = u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4 * u[1:-1, 1:-1]
     u[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.1 * lap
 
@@ -397,6 +404,65 @@ def test_stencil_writes_into_the_evaluated_buffer(leaf_writes):
         assert float(u.sum()) == pytest.approx(float(ref.sum()), rel=1e-12)
     np.testing.assert_array_equal(u.numpy(), ref)
     assert leaf_writes  # the loop's evaluations wrote into u's buffer
+
+
+@pytest.mark.host_backend  # the CPU's assign kernel
+def test_a_stencil_over_most_of_u_copies_its_border(leaf_writes, monkeypatch):
+    from ops import movement
+
+    copied = []
+    outside = movement._copy_outside
+
+    def spy(out, base, starts, sizes):
+        copied.append((starts, sizes))
+        outside(out, base, starts, sizes)
+
+    monkeypatch.setattr(movement, "_copy_outside", spy)
+    x0 = np.random.default_rng(4).random((12, 12))
+    u, ref = lg.asarray(x0.copy()), x0.copy()
+    u.numpy()
+    for _ in range(4):
+        for xp, a in ((lg, u), (np, ref)):
+            _full_stencil(xp, a)
+        np.testing.assert_array_equal(u.numpy(), ref)
+    assert copied and copied[-1] == ((1, 1), (10, 10))
+    assert not leaf_writes  # no region saved for undo: the old buffer is never written
+
+    # a failure after the write: the old buffer is intact, so u keeps what the write gave
+    _full_stencil(lg, u)
+    _full_stencil(np, ref)
+    bad = u.reshape(-1)[lg.asarray(np.array([3, 10**6]))]
+    with pytest.raises(IndexError):
+        float(bad.sum())
+    np.testing.assert_array_equal(u.numpy(), ref)
+
+
+@pytest.mark.parametrize(
+    "shape, box",
+    [
+        ((8, 9), (slice(1, -1), slice(1, -1))),
+        ((6, 7), (slice(0, 5), slice(None))),  # the whole width: no column slabs
+        ((6, 7), (slice(None), slice(2, 7))),
+        ((4, 5, 6), (slice(0, 4), slice(1, 5), slice(1, 6))),
+        ((1, 9), (slice(None), slice(1, 8))),
+        ((8,), (slice(2, 8),)),
+    ],
+)
+def test_assign_over_most_of_a_base_equals_numpys_setitem(shape, box):
+    from ops.movement import Assign
+    from ops.views import box_of, contiguous, slice_view
+
+    base = np.arange(float(np.prod(shape))).reshape(shape)
+    keep = base.copy()
+    view = slice_view(contiguous(shape), box)
+    assert box_of(view, shape) is not None and 2 * view.size > base.size
+    value = -np.ones(view.shape)
+    out = Assign().kernel(base, value, view=view)
+    ref = base.copy()
+    ref[box] = value
+    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_array_equal(base, keep)  # the base is read only
+    assert box_of(slice_view(contiguous(shape), tuple(slice(None, None, 2) for _ in shape)), shape) is None
 
 
 @pytest.mark.host_backend  # the CPU's in-place write into an evaluated buffer
