@@ -11,7 +11,7 @@ IntPair = int | tuple[int, int]
 
 
 def softmax(x: Any, axis: int = -1) -> Array:
-    """exp(x) / sum(exp(x)) along an axis, computed stably."""
+    """exp(x) / sum(exp(x)) along an axis, computed stably (each row scaled by its sum's reciprocal)."""
     return record("softmax", _arr(x), axis=axis)
 
 
