@@ -8,9 +8,15 @@ from typing import Any
 import numpy as np
 
 from lazygraph import api, fallback, shape
-from lazygraph.array import Array, Scalar, record
+from lazygraph.array import Array, Scalar
 from lazygraph.elements import scalar_inplace
-from lazygraph.recorders import binary_recorder, record_binary, reflected_recorder, unary_recorder
+from lazygraph.recorders import (
+    binary_recorder,
+    record_binary,
+    record_unary,
+    reflected_recorder,
+    unary_recorder,
+)
 
 _BINARY_DUNDERS = {
     "add": "add",
@@ -90,7 +96,8 @@ def _install() -> None:
 
     def _pow(self: Array, other: Any) -> Array:
         op = _fast_power(self, other)
-        return record_binary("pow", self, other) if op is None else record(op, self)
+        # the unary operator's lean recorder: `x ** 2` cost 5.4 us through `record`, `lg.square(x)` 0.9
+        return record_binary("pow", self, other) if op is None else record_unary(op, self)
 
     def _ipow(self: Array, other: Any) -> Array:
         op = _fast_power(self, other)
@@ -98,7 +105,7 @@ def _install() -> None:
             return self._inplace("pow", other)  # (0-d scalars rebind, as `x = x ** k` would)
         if self._readonly:
             raise ValueError("pow: output array is read-only (a broadcast view)")
-        self._write(record(op, self), op="pow")
+        self._write(record_unary(op, self), op="pow")
         return self
 
     Array.__pow__ = _pow
