@@ -3,9 +3,11 @@
 An operator's `infer` validates its inputs and attributes and normalizes the attributes
 (reductions' axes, reshapes' -1, convolutions' padding): 2-4 µs a call, as much as the rest
 of recording together. Its answer depends only on the inputs' shapes and dtypes and on the
-attributes, so it is kept per (operator, those, attributes). Python scalars (whose values
-decide NumPy's promotion), operators without inputs, unhashable attributes and rules that
-warn are asked every time; a rule that raises is never remembered (the next call raises again).
+attributes, so it is kept per (operator, those, attributes). A Python float, bool or
+complex operand counts by its type (under NEP 50 its value never changes NumPy's answer:
+`dtype_by_example` caches it so too); Python ints (whose values decide NumPy's promotion),
+operators without inputs, unhashable attributes and rules that warn are asked every time; a
+rule that raises is never remembered (the next call raises again).
 
 A signature is remembered on its second sight, not its first: watching a rule for warnings
 (`warnings.catch_warnings`) costs 5 µs warm and tens of µs in a program's first call, where
@@ -34,7 +36,11 @@ def infer(opdef: Any, nodes: tuple[Node, ...], attrs: dict) -> tuple[tuple[int, 
     sig = []
     for n in nodes:
         if n.op is SCALAR:
-            return opdef.infer(nodes, attrs)
+            t = type(n.buffer)
+            if t is not float and t is not bool and t is not complex:
+                return opdef.infer(nodes, attrs)  # an int's value decides NumPy's answer (int8 + 300)
+            sig.append((t, None))  # NEP 50: a float's, bool's or complex's value never does
+            continue
         sig.append((n.shape, n.dtype))
     try:
         key = _key(opdef, sig, attrs)

@@ -92,3 +92,23 @@ def test_recorded_operators_keep_numpys_answers_and_errors():
         )
         with pytest.raises(Exception, match="axis"):
             x.sum(axis=3)
+
+
+def test_a_python_float_counts_by_its_type_and_an_int_by_its_value():
+    op = _Counting()
+    a = _leaf((2,))
+    for v in (1.5, -0.0, float("nan"), 1e300):  # any float: one signature
+        infer_memo.infer(op, (a, Node(SCALAR, (), {}, (), np.dtype(np.float64), buffer=v)), {})
+    assert op.calls == 2  # asked twice, then remembered
+    for v in (1, 300, 1):  # ints: NumPy's answer depends on the value (int8 + 300 fails)
+        infer_memo.infer(op, (a, Node(SCALAR, (), {}, (), np.dtype(np.int64), buffer=v)), {})
+    assert op.calls == 5
+    # the memo gives NumPy's answers for a weak float beside integer and float arrays
+    i8 = lg.asarray(np.arange(4, dtype=np.int8))
+    cond = lg.asarray(np.array([True, False, True, False]))
+    for _ in range(3):
+        assert (
+            lg.where(cond, i8, 2.5).dtype
+            == np.where(np.asarray(cond), np.arange(4, dtype=np.int8), 2.5).dtype
+        )
+        assert lg.where(cond, i8 * 1.0, True).dtype == np.float64
