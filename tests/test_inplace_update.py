@@ -525,3 +525,43 @@ def test_failed_evaluation_after_an_in_place_stencil_write_leaves_u_unchanged(le
     monkeypatch.undo()
     assert len(leaf_writes) > n
     np.testing.assert_array_equal(v.numpy(), x0)
+
+
+@st.composite
+def _box_writes(draw):
+    """An evaluated base, a box over most or part of it, a value and a dtype, for `u[box] = f(u)`."""
+    shape = tuple(draw(st.lists(st.integers(1, 9), min_size=1, max_size=3)))
+    box = []
+    for n in shape:
+        lo = draw(st.integers(0, n - 1))
+        box.append(slice(lo, draw(st.integers(lo + 1, n))))
+    dtype = draw(st.sampled_from([np.float64, np.float32, np.int32]))
+    return shape, tuple(box), dtype, draw(st.integers(1, 3))
+
+
+@SETTINGS
+@given(_box_writes(), st.booleans())
+def test_box_writes_into_evaluated_arrays_match_numpy(case, any_size):
+    from unittest import mock
+
+    from lazygraph import txn
+
+    # any_size: every buffer may take the in-place write (boxes under half of the base)
+    with mock.patch.object(txn, "LEAF_WRITE_MIN", 0 if any_size else txn.LEAF_WRITE_MIN):
+        _box_write_steps(*case)
+
+
+def _box_write_steps(shape, box, dtype, steps):
+    x0 = np.arange(np.prod(shape), dtype=dtype).reshape(shape)
+    u, ref = lg.asarray(x0.copy()), x0.copy()
+    u.numpy()  # evaluated: the write reads u's buffer as a leaf (a fresh buffer or an in-place one)
+    for _ in range(steps):
+        for a in (u, ref):
+            a[box] = a[box] * 2 + 1
+        held = u.numpy()
+        np.testing.assert_array_equal(held, ref)
+    u[box] = u[box] - 1  # the array handed out above keeps its values
+    ref2 = ref.copy()
+    ref2[box] = ref2[box] - 1
+    np.testing.assert_array_equal(u.numpy(), ref2)
+    np.testing.assert_array_equal(held, ref)
