@@ -150,7 +150,10 @@ def test_transfers_round_trip() -> None:
 
 
 @needs_cxx
-def test_cache_entries_are_per_device() -> None:
+def test_cache_entries_are_per_device(tmp_path, monkeypatch) -> None:
+    # a private cache directory: the suite's is shared by its workers, and another worker's
+    # test clearing it between this test's writes and reads took both disk hits away
+    monkeypatch.setenv("LAZYGRAPH_CACHE_DIR", str(tmp_path / "cache"))
     lg.cache.clear(disk=False)
     lg.cache.reset_stats()
     a = np.arange(12.0).reshape(3, 4)
