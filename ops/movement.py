@@ -27,7 +27,7 @@ from ops.base import (
 )
 from ops.namespace import namespace, on_host
 from ops.node import Node
-from ops.views import View, box_of, materialize, write_into
+from ops.views import View, materialize, mostly_overwritten, write_into
 
 Template = tuple[tuple, ...]
 
@@ -193,8 +193,8 @@ class Assign(Op):
     ) -> np.ndarray:
         """Copy the base, write the value through the view/index (NumPy casting rules)."""
         if view is not None and index is None and type(base) is np.ndarray:
-            starts = box_of(view, base.shape)
-            if starts is not None and 2 * view.size > base.size:
+            starts = mostly_overwritten(view, base.shape)
+            if starts is not None:
                 # most of the base is overwritten: copy only what stays (a stencil's border)
                 out = np.empty(base.shape, base.dtype)
                 _copy_outside(out, base, starts, view.shape)

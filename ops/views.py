@@ -220,6 +220,12 @@ def box_of(view: View, base_shape: Shape) -> tuple[int, ...] | None:
     return None if rem else tuple(starts)
 
 
+def mostly_overwritten(view: View, base_shape: Shape) -> tuple[int, ...] | None:
+    """The box starts of a write that covers more than half of its base (its copy writes only
+    the slabs outside the box: ops.movement.Assign), or None."""
+    return box_of(view, base_shape) if 2 * view.size > prod(base_shape) else None
+
+
 def write_into(base: np.ndarray, view: View, value: Any) -> None:
     """`base[view] = value` with NumPy's assignment rules (broadcasting, casting).
 

@@ -39,7 +39,7 @@ from ops.base import REGISTRY
 from ops.declare import Elementwise
 from ops.node import Node
 from ops.reduction import Reduction, Scan
-from ops.views import box_of
+from ops.views import mostly_overwritten
 
 #: values up to this size are allocated by a lean run rather than taken from the layout's
 #: freed buffers (measured: pooling a 256 KiB value still cost more than allocating it; 64 KiB
@@ -366,7 +366,7 @@ class Program:
         view = attrs.get("view")
         if view is None or attrs.get("index") is not None or getattr(vals[q], "dtype", None) != dtype:
             return None
-        if self.steps[i].name == "assign" and 2 * view.size > vals[q].size and box_of(view, vals[q].shape):
+        if self.steps[i].name == "assign" and mostly_overwritten(view, vals[q].shape) is not None:
             # the copy writes only what stays outside the box (Assign.kernel): cheaper than
             # saving the box for undo and writing it (the stencil's u[1:-1, 1:-1] = ...)
             return None
